@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AdminApiConfig(AppConfig):
+    name = "adminapi"
+    verbose_name = "Admin API"

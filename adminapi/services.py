@@ -1,0 +1,35 @@
+from collections.abc import Mapping
+
+from django.db.models import Value
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.lookups import Exact
+
+from bots.models import Bot, Workspace
+from platform_site.api.pagination import Page, PageRequest, paginate
+
+# Ids are ULIDs, so id order is creation order: one unique column serves createdAt.
+_ORDERINGS = {"createdAt": ["id"], "updatedAt": ["updated_at", "id"]}
+
+
+def bots_list(
+    *,
+    workspace: Workspace,
+    page: PageRequest,
+    dev: bool | None = None,
+    tags: Mapping[str, str] | None = None,
+    sort_field: str = "createdAt",
+    sort_direction: str = "desc",
+) -> Page[Bot]:
+    bots = Bot.objects.filter(workspace=workspace)
+    if dev is not None:
+        bots = bots.filter(dev=dev)
+    for key, value in (tags or {}).items():
+        # An expression, not a `tags__<key>` lookup: a key may hold `__`.
+        bots = bots.filter(Exact(KeyTextTransform(key, "tags"), Value(value)))
+    sign = "-" if sort_direction == "desc" else ""
+    return paginate(
+        bots,
+        ordering=[f"{sign}{name}" for name in _ORDERINGS[sort_field]],
+        list_name=f"bots:{workspace.id}",
+        request=page,
+    )

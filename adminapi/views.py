@@ -1,0 +1,51 @@
+import re
+
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from adminapi.presenters import bot_summary_json
+from adminapi.serializers import BotListQuery
+from adminapi.services import bots_list
+from bots.authentication import WorkspaceTokenAuthentication
+from bots.permissions import CanReadBots
+from bots.principals import workspace_principal
+from platform_site.api.errors import InvalidQuery
+from platform_site.api.pagination import page_request
+from platform_site.api.query import validate_query
+from platform_site.api.views import PermissionsByMethod
+
+_TAG_PARAM = re.compile(r"tags\[(?P<key>[^\]]+)\]")
+
+
+def tag_filters(request: Request) -> dict[str, str]:
+    """`tags[<key>]=<value>` parameters as a mapping; each key at most once."""
+    tags: dict[str, str] = {}
+    for name, values in request.query_params.lists():
+        match = _TAG_PARAM.fullmatch(name)
+        if match is None:
+            continue
+        if len(values) != 1:
+            raise InvalidQuery(f"{name} is given more than once")
+        tags[match["key"]] = values[0]
+    return tags
+
+
+class BotCollectionView(PermissionsByMethod):
+    authentication_classes = [WorkspaceTokenAuthentication]
+    permissions_by_method = {"GET": [CanReadBots]}
+
+    def get(self, request: Request) -> Response:
+        principal = workspace_principal(request)
+        query = validate_query(BotListQuery, request.query_params)
+        dev = query.get("dev")
+        result = bots_list(
+            workspace=principal.workspace,
+            page=page_request(request.query_params),
+            dev=None if dev is None else dev == "true",
+            tags=tag_filters(request),
+            sort_field=query["sortField"],
+            sort_direction=query["sortDirection"],
+        )
+        return Response(
+            {"bots": [bot_summary_json(b) for b in result.items], "meta": result.meta()}
+        )

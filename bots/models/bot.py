@@ -1,0 +1,109 @@
+import base64
+import secrets
+
+from django.core.validators import URLValidator
+from django.db import models
+
+from platform_site.api.ids import PrefixedIdField
+
+from .workspace import Workspace
+
+
+def new_signing_secret() -> str:
+    """A Standard Webhooks secret: `whsec_` and base64 of 32 random bytes."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+class Bot(models.Model):
+    id = PrefixedIdField(prefix="bot")
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="bots")
+    name = models.CharField(max_length=200)
+    tags = models.JSONField(default=dict, blank=True)
+    dev = models.BooleanField(default=False)
+    deployed_at = models.DateTimeField(null=True, blank=True)
+    webhook_url = models.URLField(
+        max_length=2000,
+        blank=True,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text="Where events are delivered (http or https).",
+    )
+    signing_secret = models.CharField(max_length=100, default=new_signing_secret, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            # The admin list: by creation (ids are ULIDs) or by update, per workspace.
+            models.Index(fields=["workspace", "id"], name="bot_by_created_idx"),
+            models.Index(fields=["workspace", "updated_at", "id"], name="bot_by_updated_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class Integration(models.Model):
+    id = PrefixedIdField(prefix="intg")
+    name = models.CharField(max_length=200)
+    version = models.CharField(max_length=50, default="0.1.0")
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name", "version"], name="integration_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+class IntegrationInstallation(models.Model):
+    """An integration installed on a bot, under an alias unique to that bot."""
+
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="installations")
+    integration = models.ForeignKey(
+        Integration, on_delete=models.PROTECT, related_name="installations"
+    )
+    alias = models.CharField(max_length=200)
+    enabled = models.BooleanField(default=True)
+    configuration = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["bot", "alias"], name="installation_alias_unique"),
+        ]
+        indexes = [models.Index(fields=["bot", "integration"], name="installation_lookup_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.alias} on {self.bot_id}"
+
+
+class Workflow(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        IN_PROGRESS = "in_progress"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = PrefixedIdField(prefix="wf")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="workflows")
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    conversation = models.ForeignKey(
+        "bots.Conversation", on_delete=models.SET_NULL, null=True, blank=True
+    )
+    user = models.ForeignKey("bots.User", on_delete=models.SET_NULL, null=True, blank=True)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.JSONField(default=dict, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["bot", "id"], name="workflow_list_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"

@@ -1,0 +1,101 @@
+from django.db import models
+
+from platform_site.api.ids import PrefixedIdField
+
+from .bot import Bot, IntegrationInstallation
+
+
+class User(models.Model):
+    """A bot's end user (not a platform account: those are Django's users).
+
+    `chat_id` is the id the chat interface shows; a caller may choose it, and it
+    is the same as `id` when they do not."""
+
+    id = PrefixedIdField(prefix="user")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="users")
+    chat_id = models.CharField(max_length=70)
+    name = models.CharField(max_length=200, blank=True)
+    picture_url = models.URLField(max_length=2000, blank=True)
+    profile = models.CharField(max_length=1000, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    integration = models.ForeignKey(
+        IntegrationInstallation, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "end user"
+        constraints = [
+            models.UniqueConstraint(fields=["bot", "chat_id"], name="user_chat_id_unique"),
+        ]
+        indexes = [models.Index(fields=["bot", "id"], name="user_list_idx")]
+
+    def __str__(self) -> str:
+        return self.name or self.id
+
+
+class Conversation(models.Model):
+    id = PrefixedIdField(prefix="conv")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="conversations")
+    chat_id = models.CharField(max_length=70)
+    owner = models.ForeignKey(
+        User, on_delete=models.SET_NULL, null=True, blank=True, related_name="owned_conversations"
+    )
+    tags = models.JSONField(default=dict, blank=True)
+    integration = models.ForeignKey(
+        IntegrationInstallation, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["bot", "chat_id"], name="conversation_chat_id_unique"),
+        ]
+        indexes = [models.Index(fields=["bot", "id"], name="conversation_list_idx")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Participant(models.Model):
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="participants"
+    )
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="participations")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "user"], name="participant_unique"),
+        ]
+        indexes = [models.Index(fields=["user", "conversation"], name="participant_by_user_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.conversation_id}"
+
+
+class Message(models.Model):
+    id = PrefixedIdField(prefix="msg")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="messages")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="messages")
+    type = models.CharField(max_length=20)
+    payload = models.JSONField()
+    metadata = models.JSONField(null=True, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    is_bot = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["conversation", "id"], name="message_by_conversation_idx"),
+            models.Index(fields=["bot", "id"], name="message_list_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return self.id

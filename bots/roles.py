@@ -1,0 +1,33 @@
+"""The role matrix of the contract: which roles may take which action."""
+
+from enum import StrEnum
+
+from bots.models import Role
+
+
+class Action(StrEnum):
+    READ_BOTS = "read bots"
+    WRITE_BOTS = "create or update bots"
+    WRITE_EVENTS = "create or cancel events"
+    READ_RUNTIME = "read events, files and passages"
+    WRITE_FILES = "write files"
+    READ_AUDIT = "read audit records"
+    MANAGE_MEMBERS = "manage members and settings"
+
+
+_BUILDERS = frozenset({Role.OWNER, Role.ADMINISTRATOR, Role.MANAGER, Role.DEVELOPER})
+_READERS = _BUILDERS | {Role.VIEWER}
+
+ALLOWED_ROLES: dict[Action, frozenset[Role]] = {
+    Action.READ_BOTS: _READERS,
+    Action.WRITE_BOTS: _BUILDERS,
+    Action.WRITE_EVENTS: _BUILDERS,
+    Action.READ_RUNTIME: _READERS,
+    Action.WRITE_FILES: _BUILDERS,
+    Action.READ_AUDIT: frozenset({Role.OWNER, Role.ADMINISTRATOR, Role.MANAGER}),
+    Action.MANAGE_MEMBERS: frozenset({Role.OWNER, Role.ADMINISTRATOR}),
+}
+
+
+def role_allows(role: str, action: Action) -> bool:
+    return role in ALLOWED_ROLES[action]

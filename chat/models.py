@@ -1,0 +1,28 @@
+import secrets
+import uuid
+
+from django.db import models
+
+from bots.models import Bot
+
+
+def new_webhook_id() -> str:
+    return str(uuid.uuid4())
+
+
+def new_encryption_key() -> str:
+    return secrets.token_urlsafe(32)
+
+
+class ChatConnection(models.Model):
+    """The chat interface of a bot, reached at {chat_url}/{webhook_id}. User
+    keys are HS256 JWTs signed with `encryption_key`."""
+
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="chat_connections")
+    name = models.CharField(max_length=200, blank=True)
+    webhook_id = models.CharField(max_length=64, unique=True, default=new_webhook_id)
+    encryption_key = models.CharField(max_length=200, default=new_encryption_key)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.webhook_id} ({self.bot_id})"

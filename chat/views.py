@@ -1,0 +1,55 @@
+from typing import Any
+
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.authentication import UserKeyAuthentication
+from chat.models import ChatConnection
+from chat.permissions import IsChatUser
+from chat.presenters import message_chat_json
+from chat.principals import chat_principal
+from chat.serializers import ChatMessageCreateSerializer
+from chat.services import chat_message_create
+from platform_site.api.errors import ResourceNotFound
+from platform_site.api.views import PermissionsByMethod
+
+
+class ChatView(PermissionsByMethod):
+    """A route under {chat_url}/{webhook_id}: the connection is found first,
+    so that an unknown webhook id is a 404 whatever the credentials."""
+
+    authentication_classes = [UserKeyAuthentication]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        webhook_id = kwargs["webhook_id"]
+        connection = ChatConnection.objects.filter(webhook_id=webhook_id).first()
+        if connection is None:
+            raise ResourceNotFound(f"Chat {webhook_id!r} not found")
+        request.chat_connection = connection  # type: ignore[attr-defined]
+        super().initial(request, *args, **kwargs)
+
+
+class HelloView(ChatView):
+    authentication_classes = []
+    permissions_by_method = {"GET": [AllowAny]}
+
+    def get(self, request: Request, webhook_id: str) -> Response:
+        return Response({"message": "Hello World!"})
+
+
+class MessageCollectionView(ChatView):
+    permissions_by_method = {"POST": [IsChatUser]}
+
+    def post(self, request: Request, webhook_id: str) -> Response:
+        principal = chat_principal(request)
+        serializer = ChatMessageCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        message = chat_message_create(
+            user=principal.user,
+            conversation_chat_id=data["conversationId"],
+            payload=data["payload"],
+            metadata=data.get("metadata"),
+        )
+        return Response({"message": message_chat_json(message)}, status=201)

@@ -1,0 +1,23 @@
+from typing import Any
+
+from events.models import Event
+from platform_site.api.fields import format_timestamp
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": event.id,
+        "createdAt": format_timestamp(event.created_at),
+        "type": event.type,
+        "payload": event.payload,
+        "status": event.status,
+        "failureReason": event.failure_reason,
+    }
+    for name, value in (
+        ("conversationId", event.conversation_id),
+        ("userId", event.user_id),
+        ("messageId", event.message_id),
+    ):
+        if value is not None:
+            body[name] = value
+    return body

@@ -1,0 +1,114 @@
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Model
+from django.utils import timezone
+
+from bots.models import Bot, Conversation, IntegrationInstallation, Message, User, Workflow
+from events.models import Event, EventStatus
+from platform_site.api.errors import InvalidPayload, ReferenceNotFound
+
+
+def due_time(*, schedule: dict[str, Any] | None, now: datetime) -> datetime:
+    """When an event with `schedule` falls due: at `dateTime`, or `delay` ms from now."""
+    if not schedule:
+        return now
+    if "dateTime" in schedule:
+        moment: datetime = schedule["dateTime"]
+        return moment
+    try:
+        return now + timedelta(milliseconds=schedule["delay"])
+    except OverflowError:
+        raise InvalidPayload("schedule.delay: Too far in the future.") from None
+
+
+def _owned(model: type[Model], bot_id: str, object_id: str | None, field: str) -> Any:
+    if object_id is None:
+        return None
+    found = model._default_manager.filter(bot_id=bot_id, id=object_id).first()
+    if found is None:
+        raise ReferenceNotFound(
+            f"{field}: {model._meta.verbose_name} {object_id!r} does not exist in this bot"
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class EventReferences:
+    """The objects an event is linked to, all of the event's bot."""
+
+    conversation: Conversation | None = None
+    user: User | None = None
+    message: Message | None = None
+    workflow: Workflow | None = None
+    integration: IntegrationInstallation | None = None
+
+
+def event_references_resolve(
+    *,
+    bot_id: str,
+    conversation_id: str | None = None,
+    user_id: str | None = None,
+    message_id: str | None = None,
+    workflow_id: str | None = None,
+    integration: IntegrationInstallation | None = None,
+) -> EventReferences:
+    """The referenced objects, or ReferenceNotFound for one the bot does not own."""
+    return EventReferences(
+        conversation=_owned(Conversation, bot_id, conversation_id, "conversationId"),
+        user=_owned(User, bot_id, user_id, "userId"),
+        message=_owned(Message, bot_id, message_id, "messageId"),
+        workflow=_owned(Workflow, bot_id, workflow_id, "workflowId"),
+        integration=integration,
+    )
+
+
+def integration_installation_resolve(
+    *, bot: Bot, integration_id: str | None, alias: str | None
+) -> IntegrationInstallation | None:
+    """The installation named by the x-integration-id / x-integration-alias headers."""
+    if not integration_id and not alias:
+        return None
+    installations = IntegrationInstallation.objects.filter(bot=bot)
+    if integration_id:
+        installations = installations.filter(integration_id=integration_id)
+    if alias:
+        installations = installations.filter(alias=alias)
+    installation = installations.order_by("id").first()
+    if installation is None:
+        named = " and ".join(
+            f"{header} {value!r}"
+            for header, value in (
+                ("x-integration-id", integration_id),
+                ("x-integration-alias", alias),
+            )
+            if value
+        )
+        raise ReferenceNotFound(f"No integration with {named} is installed on this bot")
+    return installation
+
+
+def event_create(
+    *,
+    bot_id: str,
+    type: str,
+    payload: dict[str, Any],
+    schedule: dict[str, Any] | None = None,
+    references: EventReferences = EventReferences(),  # noqa: B008 - frozen, never mutated
+) -> Event:
+    """Store an event for a bot: `scheduled` when a schedule is given (the
+    dispatcher makes it pending when due), else `pending` at once."""
+    now = timezone.now()
+    return Event.objects.create(
+        bot_id=bot_id,
+        type=type,
+        payload=payload,
+        status=EventStatus.SCHEDULED if schedule else EventStatus.PENDING,
+        due_at=due_time(schedule=schedule, now=now),
+        conversation=references.conversation,
+        user=references.user,
+        message=references.message,
+        workflow=references.workflow,
+        integration=references.integration,
+    )

@@ -1,0 +1,45 @@
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bots.authentication import BotTokenAuthentication
+from bots.permissions import CanWriteEvents
+from bots.principals import bot_principal
+from events.presenters import event_json
+from events.serializers import EventCreateSerializer
+from events.services import (
+    event_create,
+    event_references_resolve,
+    integration_installation_resolve,
+)
+from platform_site.api.views import PermissionsByMethod
+
+
+class EventCollectionView(PermissionsByMethod):
+    authentication_classes = [BotTokenAuthentication]
+    permissions_by_method = {"POST": [CanWriteEvents]}
+
+    def post(self, request: Request) -> Response:
+        principal = bot_principal(request)
+        serializer = EventCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        references = event_references_resolve(
+            bot_id=principal.bot.id,
+            conversation_id=data.get("conversationId"),
+            user_id=data.get("userId"),
+            message_id=data.get("messageId"),
+            workflow_id=data.get("workflowId"),
+            integration=integration_installation_resolve(
+                bot=principal.bot,
+                integration_id=request.headers.get("x-integration-id"),
+                alias=request.headers.get("x-integration-alias"),
+            ),
+        )
+        event = event_create(
+            bot_id=principal.bot.id,
+            type=data["type"],
+            payload=data["payload"],
+            schedule=data.get("schedule"),
+            references=references,
+        )
+        return Response({"event": event_json(event)}, status=201)

@@ -1,0 +1,96 @@
+"""The error types of the contract. Raise them; the exception handler renders them."""
+
+import secrets
+import time
+from typing import ClassVar
+
+
+def new_error_id() -> str:
+    return f"err_{int(time.time() * 1000)}x{secrets.token_hex(4).upper()}"
+
+
+class APIError(Exception):
+    status_code: ClassVar[int] = 500
+    type: ClassVar[str] = "Internal"
+    default_message: ClassVar[str] = "An internal error occurred"
+
+    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
+        self.message = message or self.default_message
+        self.headers = headers or {}
+        super().__init__(self.message)
+
+
+class InvalidPayload(APIError):
+    status_code = 400
+    type = "InvalidPayload"
+    default_message = "The request body is invalid"
+
+
+class InvalidQuery(APIError):
+    status_code = 400
+    type = "InvalidQuery"
+    default_message = "A query parameter is invalid"
+
+
+class InvalidIdentifier(APIError):
+    status_code = 400
+    type = "InvalidIdentifier"
+    default_message = "The identifier in the path is invalid"
+
+
+class ReferenceNotFound(APIError):
+    status_code = 400
+    type = "ReferenceNotFound"
+    default_message = "A referenced object was not found"
+
+
+class Unauthorized(APIError):
+    status_code = 401
+    type = "Unauthorized"
+    default_message = "Authentication credentials were not provided or are invalid"
+
+
+class Forbidden(APIError):
+    status_code = 403
+    type = "Forbidden"
+    default_message = "You are not allowed to perform this action"
+
+
+class ResourceNotFound(APIError):
+    status_code = 404
+    type = "ResourceNotFound"
+    default_message = "The requested resource was not found"
+
+
+class MethodNotFound(APIError):
+    status_code = 405
+    type = "MethodNotFound"
+    default_message = "Method not allowed on this route"
+
+
+class AlreadyExists(APIError):
+    status_code = 409
+    type = "AlreadyExists"
+    default_message = "The resource already exists"
+
+
+class PayloadTooLarge(APIError):
+    status_code = 413
+    type = "PayloadTooLarge"
+    default_message = "The request body is too large"
+
+
+class UnsupportedMediaType(APIError):
+    status_code = 415
+    type = "UnsupportedMediaType"
+    default_message = "The request body must be application/json"
+
+
+class RateLimited(APIError):
+    status_code = 429
+    type = "RateLimited"
+    default_message = "Too many requests"
+
+
+class Internal(APIError):
+    pass

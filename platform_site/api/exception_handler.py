@@ -1,0 +1,146 @@
+"""One error body for every failure, from DRF views and from Django itself."""
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, JsonResponse
+from rest_framework import exceptions as drf
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from platform_site.api import errors
+
+logger = logging.getLogger("platform_site.errors")
+_COMPACT = {"separators": (",", ":")}
+
+_BY_STATUS: dict[int, type[errors.APIError]] = {
+    cls.status_code: cls
+    for cls in (
+        errors.InvalidPayload,
+        errors.Unauthorized,
+        errors.Forbidden,
+        errors.ResourceNotFound,
+        errors.MethodNotFound,
+        errors.AlreadyExists,
+        errors.PayloadTooLarge,
+        errors.UnsupportedMediaType,
+        errors.RateLimited,
+    )
+}
+
+
+def error_body(error: errors.APIError, error_id: str) -> dict[str, Any]:
+    return {
+        "id": error_id,
+        "code": error.status_code,
+        "type": error.type,
+        "message": error.message,
+    }
+
+
+def describe_validation_error(detail: Any, path: str = "") -> list[str]:
+    """Flatten DRF's nested error detail into `where: what` lines."""
+    if isinstance(detail, Mapping):
+        lines: list[str] = []
+        for key, value in detail.items():
+            if key == "non_field_errors":
+                lines += describe_validation_error(value, path)
+            else:
+                lines += describe_validation_error(value, f"{path}.{key}" if path else str(key))
+        return lines
+    if isinstance(detail, Sequence) and not isinstance(detail, str):
+        if all(isinstance(item, str) for item in detail):
+            return [f"{path}: {item}" if path else str(item) for item in detail]
+        lines = []
+        for index, item in enumerate(detail):
+            if item:
+                lines += describe_validation_error(item, f"{path}[{index}]")
+        return lines
+    return [f"{path}: {detail}" if path else str(detail)]
+
+
+def to_api_error(exc: BaseException) -> errors.APIError | None:
+    """The contract's error for an exception, or None when it was unexpected."""
+    if isinstance(exc, errors.APIError):
+        return exc
+    if isinstance(exc, drf.ValidationError):
+        return errors.InvalidPayload("; ".join(describe_validation_error(exc.detail)))
+    if isinstance(exc, drf.ParseError):
+        return errors.InvalidPayload(str(exc.detail))
+    if isinstance(exc, drf.NotAuthenticated | drf.AuthenticationFailed):
+        auth_header = getattr(exc, "auth_header", None)
+        if auth_header:
+            return errors.Unauthorized(str(exc.detail), headers={"WWW-Authenticate": auth_header})
+        return errors.Forbidden(str(exc.detail))
+    if isinstance(exc, drf.Throttled):
+        wait = getattr(exc, "wait", None) or 1
+        return errors.RateLimited(headers={"Retry-After": str(int(wait) + 1)})
+    if isinstance(exc, drf.MethodNotAllowed):
+        return errors.MethodNotFound(str(exc.detail))
+    if isinstance(exc, drf.UnsupportedMediaType):
+        return errors.UnsupportedMediaType(
+            "The request body must be JSON with Content-Type: application/json"
+        )
+    if isinstance(exc, drf.PermissionDenied):
+        return errors.Forbidden(str(exc.detail))
+    if isinstance(exc, DjangoPermissionDenied):
+        return errors.Forbidden()
+    if isinstance(exc, drf.NotFound | Http404):
+        return errors.ResourceNotFound()
+    if isinstance(exc, RequestDataTooBig):
+        return errors.PayloadTooLarge()
+    if isinstance(exc, drf.APIException):
+        cls = _BY_STATUS.get(exc.status_code, errors.InvalidPayload)
+        return cls(str(exc.detail))
+    return None
+
+
+def handle_exception(exc: Exception, context: Mapping[str, Any]) -> Response:
+    """DRF's EXCEPTION_HANDLER: every exception becomes the one error body."""
+    error = to_api_error(exc)
+    if error is None:
+        error = errors.Internal()
+        error_id = errors.new_error_id()
+        logger.error("%s unexpected error", error_id, exc_info=exc)
+    else:
+        error_id = errors.new_error_id()
+        if error.status_code >= 500:
+            logger.error("%s %s", error_id, error.message, exc_info=exc)
+    set_rollback()
+    return Response(error_body(error, error_id), status=error.status_code, headers=error.headers)
+
+
+def error_response(error: errors.APIError) -> JsonResponse:
+    """The error body outside DRF: middleware and Django's own error views."""
+    response = JsonResponse(
+        error_body(error, errors.new_error_id()),
+        status=error.status_code,
+        json_dumps_params=_COMPACT,
+    )
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(errors.InvalidPayload("Bad request"))
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(errors.Forbidden())
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
+
+
+def server_error(request: HttpRequest) -> JsonResponse:
+    error_id = errors.new_error_id()
+    # Django calls this from inside its exception handling, so the trace is at hand.
+    logger.exception("%s unexpected error on %s %s", error_id, request.method, request.path)
+    return JsonResponse(
+        error_body(errors.Internal(), error_id), status=500, json_dumps_params=_COMPACT
+    )

@@ -1,0 +1,96 @@
+"""Serializer fields that take JSON types as they are: DRF's own fields coerce
+(123 becomes "123", "true" becomes True), which the contract calls a wrong type."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from rest_framework import serializers
+
+
+def format_timestamp(value: datetime) -> str:
+    """ISO 8601 in UTC with milliseconds and a Z: 2026-11-22T10:00:00.000Z."""
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+class TimestampField(serializers.Field):
+    def to_representation(self, value: datetime) -> str:
+        return format_timestamp(value)
+
+
+class StrictCharField(serializers.CharField):
+    default_error_messages = {"invalid": "Must be a string."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    default_error_messages = {"invalid": "Must be an integer."}
+
+    def to_internal_value(self, data: Any) -> int:
+        # JSON has one number type: 1000.0 is the integer 1000 to a JavaScript client.
+        if isinstance(data, float) and data.is_integer():
+            data = int(data)
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictNumberField(serializers.FloatField):
+    default_error_messages = {"invalid": "Must be a number."}
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    default_error_messages = {"invalid": "Must be a boolean."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class JSONObjectField(serializers.Field):
+    default_error_messages = {"invalid": "Must be a JSON object."}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: dict[str, Any]) -> dict[str, Any]:
+        return value
+
+
+class StringMapField(serializers.Field):
+    """An object whose values are all strings, such as `tags`."""
+
+    default_error_messages = {"invalid": "Must be an object of strings."}
+
+    def __init__(self, *, max_length: int = 500, **kwargs: Any) -> None:
+        self.max_length = max_length
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
+            self.fail("invalid")
+        for key, value in data.items():
+            if len(key) > self.max_length or len(value) > self.max_length:
+                raise serializers.ValidationError(
+                    f"Keys and values must be at most {self.max_length} characters."
+                )
+        return data
+
+    def to_representation(self, value: dict[str, str]) -> dict[str, str]:
+        return value

@@ -1,0 +1,120 @@
+"""Keyset pagination with an opaque, signed `nextToken`.
+
+A page is `ordering > last position`, over an ordering whose last field is
+unique, so a page's cost does not grow with its depth and rows added while a
+client pages are neither shown twice nor make it skip one. The token is the
+last row's position, signed with a salt naming the list (and its sort), so a
+token tampered with or taken from another list is refused as InvalidQuery.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from django.conf import settings
+from django.core import signing
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+from platform_site.api.errors import InvalidQuery
+
+ModelT = TypeVar("ModelT", bound=models.Model)
+
+
+@dataclass(frozen=True)
+class PageRequest:
+    size: int
+    token: str | None
+
+
+@dataclass(frozen=True)
+class Page(Generic[ModelT]):
+    items: list[ModelT]
+    next_token: str | None
+
+    def meta(self) -> dict[str, str]:
+        return {"nextToken": self.next_token} if self.next_token else {}
+
+
+def _parse_size(name: str, raw: str) -> int:
+    try:
+        size = int(raw)
+    except ValueError:
+        size = 0  # not a number: refused below like any value out of range
+    if not 1 <= size <= settings.PAGE_SIZE_MAX:
+        raise InvalidQuery(f"{name} must be an integer from 1 to {settings.PAGE_SIZE_MAX}")
+    return size
+
+
+def page_request(query: Mapping[str, str], *, size_param: str | None = None) -> PageRequest:
+    """Read `nextToken` and the page size (`size_param` such as `limit` wins over `pageSize`)."""
+    size = settings.PAGE_SIZE_DEFAULT
+    for name in ("pageSize", size_param):
+        if name and query.get(name) not in (None, ""):
+            size = _parse_size(name, query[name])
+    token = query.get("nextToken") or None
+    return PageRequest(size=size, token=token)
+
+
+def _encode(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def paginate(
+    queryset: models.QuerySet[ModelT],
+    *,
+    ordering: Sequence[str],
+    list_name: str,
+    request: PageRequest,
+) -> Page[ModelT]:
+    """One keyset page of `queryset` in `ordering` (its last field unique)."""
+    if not ordering:
+        raise ValueError("keyset pagination needs an ordering")
+    model = queryset.model
+    fields = [name.lstrip("-") for name in ordering]
+    salt = f"page:{list_name}:{','.join(ordering)}"
+    queryset = queryset.order_by(*ordering)
+    if request.token:
+        position = _decode_token(model, fields, request.token, salt)
+        queryset = queryset.filter(_after(ordering, position))
+    rows = list(queryset[: request.size + 1])
+    if len(rows) <= request.size:
+        return Page(items=rows, next_token=None)
+    rows = rows[: request.size]
+    last = rows[-1]
+    position = [_encode(getattr(last, _field(model, f).attname)) for f in fields]
+    return Page(items=rows, next_token=signing.dumps(position, salt=salt))
+
+
+def _field(model: type[models.Model], name: str) -> models.Field:
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise TypeError(f"{name} is not a concrete field of {model.__name__}")
+    return field
+
+
+def _decode_token(model: type[models.Model], fields: list[str], token: str, salt: str) -> list[Any]:
+    try:
+        position = signing.loads(token, salt=salt)
+    except signing.BadSignature:
+        raise InvalidQuery("nextToken is invalid or belongs to another list") from None
+    if not isinstance(position, list) or len(position) != len(fields):
+        raise InvalidQuery("nextToken is invalid or belongs to another list")
+    try:
+        return [_field(model, f).to_python(v) for f, v in zip(fields, position, strict=True)]
+    except (ValidationError, TypeError, ValueError):
+        raise InvalidQuery("nextToken is invalid or belongs to another list") from None
+
+
+def _after(ordering: Sequence[str], position: list[Any]) -> Q:
+    """Rows strictly after `position`: (a > x) or (a = x and b > y) ..."""
+    condition = Q()
+    equal_prefix: dict[str, Any] = {}
+    for name, value in zip(ordering, position, strict=True):
+        field = name.lstrip("-")
+        lookup = "lt" if name.startswith("-") else "gt"
+        condition |= Q(**equal_prefix, **{f"{field}__{lookup}": value})
+        equal_prefix[field] = value
+    return condition

@@ -1,0 +1,50 @@
+"""Liveness and readiness probes for load balancers and orchestrators."""
+
+from django.conf import settings
+from django.db import connection
+from kombu import Connection
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from platform_site.api.errors import APIError
+
+
+class NotReady(APIError):
+    status_code = 503
+    type = "Internal"
+
+
+class HealthzView(APIView):
+    """The process is up and answering."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        return Response({"status": "ok"})
+
+
+class ReadyzView(APIView):
+    """The database and the broker are reachable: this process can do its work."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    def get(self, request: Request) -> Response:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except Exception as exc:
+            raise NotReady(f"The database is not reachable: {type(exc).__name__}") from exc
+        try:
+            with Connection(
+                settings.CELERY_BROKER_URL,
+                transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {}),
+                connect_timeout=2,
+            ) as broker:
+                broker.ensure_connection(max_retries=1, timeout=2)
+        except Exception as exc:
+            raise NotReady(f"The broker is not reachable: {type(exc).__name__}") from exc
+        return Response({"status": "ready", "database": "ok", "broker": "ok"})

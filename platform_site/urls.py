@@ -1,0 +1,25 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from platform_site.health import HealthzView, ReadyzView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("healthz", HealthzView.as_view(), name="healthz"),
+    path("readyz", ReadyzView.as_view(), name="readyz"),
+    path(
+        "v1/openapi.json",
+        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        name="openapi",
+    ),
+    path("", include("events.urls")),
+    path("", include("files.urls")),
+    path("", include("chat.urls")),
+    path("", include("adminapi.urls")),
+]
+
+handler400 = "platform_site.api.exception_handler.bad_request"
+handler403 = "platform_site.api.exception_handler.permission_denied"
+handler404 = "platform_site.api.exception_handler.page_not_found"
+handler500 = "platform_site.api.exception_handler.server_error"

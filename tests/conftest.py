@@ -1,0 +1,67 @@
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from bots.models import Bot, Role, Workspace
+from tests.factories import BotFactory, WorkspaceFactory, member_token
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def workspace(db: Any) -> Workspace:
+    return WorkspaceFactory()
+
+
+@pytest.fixture
+def bot(workspace: Workspace) -> Bot:
+    return BotFactory(workspace=workspace)
+
+
+@pytest.fixture
+def runtime_client(bot: Bot) -> Callable[..., APIClient]:
+    """An APIClient speaking for `bot` with the token of a member of the given role."""
+
+    def make(role: str = Role.DEVELOPER, *, for_bot: Bot | None = None) -> APIClient:
+        target = for_bot or bot
+        client = APIClient()
+        client.credentials(
+            HTTP_AUTHORIZATION=f"Bearer {member_token(target.workspace, role)}",
+            HTTP_X_BOT_ID=target.id,
+        )
+        return client
+
+    return make
+
+
+@pytest.fixture
+def admin_client(workspace: Workspace) -> Callable[..., APIClient]:
+    """An APIClient on the admin API of `workspace` with a member of the given role."""
+
+    def make(role: str = Role.DEVELOPER, *, for_workspace: Workspace | None = None) -> APIClient:
+        target = for_workspace or workspace
+        client = APIClient()
+        client.credentials(
+            HTTP_AUTHORIZATION=f"Bearer {member_token(target, role)}",
+            HTTP_X_WORKSPACE_ID=target.id,
+        )
+        return client
+
+    return make
+
+
+def assert_error(response: Any, status: int, error_type: str) -> dict[str, Any]:
+    """The response is the contract's one error body with this status and type."""
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) == {"id", "code", "type", "message"}, body
+    assert body["code"] == status
+    assert body["type"] == error_type
+    assert body["id"].startswith("err_")
+    assert body["message"]
+    return body

@@ -1,0 +1,173 @@
+"""factory_boy factories for every model the API touches."""
+
+from typing import Any
+
+import factory
+from django.contrib.auth import get_user_model
+
+from bots.models import (
+    Bot,
+    Conversation,
+    Integration,
+    IntegrationInstallation,
+    Membership,
+    Message,
+    Participant,
+    Role,
+    User,
+    Workflow,
+    Workspace,
+)
+from bots.tokens import access_token_create
+from chat.keys import user_key_issue
+from chat.models import ChatConnection
+from events.models import Event, EventStatus
+from files.models import File, FileStatus, Passage
+
+
+class AccountFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"account{n}@example.test")
+    email = factory.SelfAttribute("username")
+
+
+class WorkspaceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Workspace
+
+    name = factory.Sequence(lambda n: f"Workspace {n}")
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    account = factory.SubFactory(AccountFactory)
+    workspace = factory.SubFactory(WorkspaceFactory)
+    role = Role.DEVELOPER
+
+
+class BotFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Bot
+
+    workspace = factory.SubFactory(WorkspaceFactory)
+    name = factory.Sequence(lambda n: f"Bot {n}")
+    tags: Any = factory.LazyFunction(dict)
+
+
+class IntegrationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Integration
+
+    name = factory.Sequence(lambda n: f"integration-{n}")
+
+
+class InstallationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = IntegrationInstallation
+
+    bot = factory.SubFactory(BotFactory)
+    integration = factory.SubFactory(IntegrationFactory)
+    alias = factory.Sequence(lambda n: f"alias{n}")
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = User
+
+    bot = factory.SubFactory(BotFactory)
+    chat_id = factory.LazyAttribute(lambda o: o.id)
+    id = factory.Sequence(lambda n: f"user_01J00000000000000000{n:05d}")
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Conversation
+
+    bot = factory.SubFactory(BotFactory)
+    id = factory.Sequence(lambda n: f"conv_01J00000000000000000{n:05d}")
+    chat_id = factory.LazyAttribute(lambda o: o.id)
+
+
+class ParticipantFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Participant
+
+    conversation = factory.SubFactory(ConversationFactory)
+    user = factory.SubFactory(UserFactory, bot=factory.SelfAttribute("..conversation.bot"))
+
+
+class MessageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Message
+
+    conversation = factory.SubFactory(ConversationFactory)
+    bot = factory.SelfAttribute("conversation.bot")
+    user = factory.SubFactory(UserFactory, bot=factory.SelfAttribute("..conversation.bot"))
+    type = "text"
+    payload: Any = factory.LazyFunction(lambda: {"type": "text", "text": "hello"})
+
+
+class WorkflowFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Workflow
+
+    bot = factory.SubFactory(BotFactory)
+    name = "onboarding"
+
+
+class EventFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Event
+
+    bot = factory.SubFactory(BotFactory)
+    type = "custom"
+    payload: Any = factory.LazyFunction(dict)
+    status = EventStatus.PENDING
+    due_at = factory.Faker("date_time", tzinfo=__import__("datetime").UTC)
+
+
+class FileFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = File
+
+    bot = factory.SubFactory(BotFactory)
+    key = factory.Sequence(lambda n: f"docs/file-{n}.txt")
+    size = 100
+    content_type = "text/plain"
+    status = FileStatus.INDEXING_COMPLETED
+
+
+class PassageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Passage
+
+    file = factory.SubFactory(FileFactory)
+    position = factory.Sequence(lambda n: n)
+    content = factory.Sequence(lambda n: f"Passage {n}")
+
+
+class ChatConnectionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ChatConnection
+
+    bot = factory.SubFactory(BotFactory)
+
+
+def token_for(account: Any, **kwargs: Any) -> str:
+    """A raw access token for `account`."""
+    return access_token_create(account=account, **kwargs)[1]
+
+
+def member_token(workspace: Workspace, role: str = Role.DEVELOPER) -> str:
+    """A raw token of a new account holding `role` in `workspace`."""
+    membership = MembershipFactory(workspace=workspace, role=role)
+    return token_for(membership.account)
+
+
+def user_key(connection: ChatConnection, user: User) -> str:
+    return user_key_issue(connection=connection, chat_user_id=user.chat_id)
