@@ -107,9 +107,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=600)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-    DATABASES["default"].setdefault("TEST", {})["NAME"] = env.str(
-        "DATABASE_TEST_NAME", default="test_bot_platform"
-    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
