@@ -1,0 +1,44 @@
+# `make run`: set up and start web, worker and beat on embedded defaults.
+# `make test`: set up and run the whole test suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+DATA_DIR ?= var
+export DATA_DIR
+export PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
+
+.PHONY: run test setup lint check bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: setup
+	$(BIN)/python manage.py migrate --no-input -v 0
+	$(BIN)/python manage.py seed_demo --json > $(DATA_DIR)/demo.json
+	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
+	PORT=$(PORT) $(BIN)/honcho -f platform_site/Procfile -d . start
+
+test: setup
+	$(BIN)/pytest
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+check: lint test
+
+bench: setup
+	bash bench/run_all.sh
+
+clean:
+	rm -rf $(VENV) $(DATA_DIR)

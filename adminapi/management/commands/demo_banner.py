@@ -1,0 +1,70 @@
+import json
+import shlex
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+
+def curl(method: str, url: str, headers: dict[str, str], body: dict[str, Any] | None = None) -> str:
+    parts = ["curl", "-sS", "-X", method, url]
+    for name, value in headers.items():
+        parts += ["-H", f"{name}: {value}"]
+    if body is not None:
+        parts += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    return shlex.join(parts)
+
+
+class Command(BaseCommand):
+    help = "Print the URLs, demo credentials and a working curl line for each endpoint."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("demo_json", type=Path, help="The output of `seed_demo --json`")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        demo = json.loads(options["demo_json"].read_text())
+        base, chat = demo["baseUrl"], demo["chatUrl"]
+        token = demo["tokens"]["developer"]
+        runtime = {"Authorization": f"Bearer {token}", "x-bot-id": demo["botId"]}
+        admin = {"Authorization": f"Bearer {token}", "x-workspace-id": demo["workspaceId"]}
+        lines = [
+            "",
+            "Bot platform is starting (web, worker and beat). Ctrl-C stops all three.",
+            "",
+            f"  API:          {base}",
+            f"  Chat:         {chat}",
+            f"  Django admin: {demo['adminUrl']}",
+            f"                user {demo['admin']['username']}  password {demo['admin']['password']}",
+            f"  Workspace:    {demo['workspaceId']}",
+            f"  Bot:          {demo['botId']}",
+            "  Tokens:       " + "\n                ".join(
+                f"{role:<14} {value}" for role, value in demo["tokens"].items()
+            ),
+            f"  Chat webhook: {demo['webhookId']}   user key: {demo['userKey']}",
+            "",
+            "Try it:",
+            "",
+            "# create an event",
+            curl(
+                "POST", f"{base}/v1/chat/events", runtime, {"type": "greeting", "payload": {"hi": 1}}
+            ),
+            "# read a file's passages",
+            curl("GET", f"{base}/v1/files/{demo['fileId']}/passages?limit=3", runtime),
+            "# send a chat message as an end user",
+            curl(
+                "POST",
+                f"{chat}/{demo['webhookId']}/messages",
+                {"x-user-key": demo["userKey"]},
+                {
+                    "conversationId": demo["conversationId"],
+                    "payload": {"type": "text", "text": "Hello bot"},
+                },
+            ),
+            "# list the workspace's bots",
+            curl("GET", f"{base}/v1/admin/bots", admin),
+            "",
+            f"(All of it is in {options['demo_json']}.)",
+            "",
+        ]
+        self.stdout.write("\n".join(lines))
