@@ -1,4 +1,4 @@
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from rest_framework import serializers
@@ -25,7 +25,10 @@ class ScheduleSerializer(ClosedSerializer):
             ) from None
         if moment.tzinfo is None:
             raise serializers.ValidationError("Must carry a timezone, such as Z or +02:00.")
-        return moment
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            raise serializers.ValidationError("Is out of the supported range of dates.") from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("dateTime" in attrs) == ("delay" in attrs):

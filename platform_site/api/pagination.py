@@ -85,7 +85,7 @@ def paginate(
     rows = rows[: request.size]
     last = rows[-1]
     position = [_encode(getattr(last, _field(model, f).attname)) for f in fields]
-    return Page(items=rows, next_token=signing.dumps(position, salt=salt))
+    return Page(items=rows, next_token=signing.Signer(salt=salt).sign_object(position))
 
 
 def _field(model: type[models.Model], name: str) -> models.Field:
@@ -97,7 +97,7 @@ def _field(model: type[models.Model], name: str) -> models.Field:
 
 def _decode_token(model: type[models.Model], fields: list[str], token: str, salt: str) -> list[Any]:
     try:
-        position = signing.loads(token, salt=salt)
+        position = signing.Signer(salt=salt).unsign_object(token)
     except signing.BadSignature:
         raise InvalidQuery("nextToken is invalid or belongs to another list") from None
     if not isinstance(position, list) or len(position) != len(fields):

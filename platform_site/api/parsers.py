@@ -15,23 +15,32 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+MAX_DEPTH = 64
+
+
 def check_storable(value: Any) -> None:
-    """Raise InvalidPayload for values PostgreSQL refuses: NUL characters and
-    non-finite numbers (a literal such as 1e400 parses to infinity)."""
-    stack = [value]
+    """Raise InvalidPayload for values the database or the JSON encoder would
+    refuse later, as a 500: NUL characters and lone surrogates (PostgreSQL
+    stores neither), non-finite numbers (a literal such as 1e400 parses to
+    infinity) and nesting deep enough to exhaust recursion downstream."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             if "\x00" in item:
                 raise InvalidPayload("Strings must not contain the NUL character (\\u0000)")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidPayload("Strings must be valid Unicode (no lone surrogates)") from None
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise InvalidPayload("Numbers must be finite")
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        elif isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                raise InvalidPayload(f"JSON is nested more than {MAX_DEPTH} levels deep")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 class StrictJSONParser(JSONParser):

@@ -35,10 +35,12 @@ class Command(BaseCommand):
             f"  API:          {base}",
             f"  Chat:         {chat}",
             f"  Django admin: {demo['adminUrl']}",
-            f"                user {demo['admin']['username']}  password {demo['admin']['password']}",
+            f"                user {demo['admin']['username']}",
+            f"                password {demo['admin']['password']}",
             f"  Workspace:    {demo['workspaceId']}",
             f"  Bot:          {demo['botId']}",
-            "  Tokens:       " + "\n                ".join(
+            "  Tokens:       "
+            + "\n                ".join(
                 f"{role:<14} {value}" for role, value in demo["tokens"].items()
             ),
             f"  Chat webhook: {demo['webhookId']}   user key: {demo['userKey']}",
@@ -46,9 +48,7 @@ class Command(BaseCommand):
             "Try it:",
             "",
             "# create an event",
-            curl(
-                "POST", f"{base}/v1/chat/events", runtime, {"type": "greeting", "payload": {"hi": 1}}
-            ),
+            curl("POST", f"{base}/v1/chat/events", runtime, {"type": "greeting", "payload": {}}),
             "# read a file's passages",
             curl("GET", f"{base}/v1/files/{demo['fileId']}/passages?limit=3", runtime),
             "# send a chat message as an end user",
