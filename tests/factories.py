@@ -25,7 +25,7 @@ from events.models import Event, EventStatus
 from files.models import File, FileStatus, Passage
 
 
-class AccountFactory(factory.django.DjangoModelFactory):
+class AccountFactory(factory.django.DjangoModelFactory[Any]):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
@@ -34,14 +34,14 @@ class AccountFactory(factory.django.DjangoModelFactory):
     email = factory.SelfAttribute("username")
 
 
-class WorkspaceFactory(factory.django.DjangoModelFactory):
+class WorkspaceFactory(factory.django.DjangoModelFactory[Workspace]):
     class Meta:
         model = Workspace
 
     name = factory.Sequence(lambda n: f"Workspace {n}")
 
 
-class MembershipFactory(factory.django.DjangoModelFactory):
+class MembershipFactory(factory.django.DjangoModelFactory[Membership]):
     class Meta:
         model = Membership
 
@@ -50,7 +50,7 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     role = Role.DEVELOPER
 
 
-class BotFactory(factory.django.DjangoModelFactory):
+class BotFactory(factory.django.DjangoModelFactory[Bot]):
     class Meta:
         model = Bot
 
@@ -59,14 +59,14 @@ class BotFactory(factory.django.DjangoModelFactory):
     tags: Any = factory.LazyFunction(dict)
 
 
-class IntegrationFactory(factory.django.DjangoModelFactory):
+class IntegrationFactory(factory.django.DjangoModelFactory[Integration]):
     class Meta:
         model = Integration
 
     name = factory.Sequence(lambda n: f"integration-{n}")
 
 
-class InstallationFactory(factory.django.DjangoModelFactory):
+class InstallationFactory(factory.django.DjangoModelFactory[IntegrationInstallation]):
     class Meta:
         model = IntegrationInstallation
 
@@ -75,7 +75,7 @@ class InstallationFactory(factory.django.DjangoModelFactory):
     alias = factory.Sequence(lambda n: f"alias{n}")
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = User
 
@@ -84,7 +84,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     id = factory.Sequence(lambda n: f"user_01J00000000000000000{n:05d}")
 
 
-class ConversationFactory(factory.django.DjangoModelFactory):
+class ConversationFactory(factory.django.DjangoModelFactory[Conversation]):
     class Meta:
         model = Conversation
 
@@ -93,7 +93,7 @@ class ConversationFactory(factory.django.DjangoModelFactory):
     chat_id = factory.LazyAttribute(lambda o: o.id)
 
 
-class ParticipantFactory(factory.django.DjangoModelFactory):
+class ParticipantFactory(factory.django.DjangoModelFactory[Participant]):
     class Meta:
         model = Participant
 
@@ -101,7 +101,7 @@ class ParticipantFactory(factory.django.DjangoModelFactory):
     user = factory.SubFactory(UserFactory, bot=factory.SelfAttribute("..conversation.bot"))
 
 
-class MessageFactory(factory.django.DjangoModelFactory):
+class MessageFactory(factory.django.DjangoModelFactory[Message]):
     class Meta:
         model = Message
 
@@ -112,7 +112,7 @@ class MessageFactory(factory.django.DjangoModelFactory):
     payload: Any = factory.LazyFunction(lambda: {"type": "text", "text": "hello"})
 
 
-class WorkflowFactory(factory.django.DjangoModelFactory):
+class WorkflowFactory(factory.django.DjangoModelFactory[Workflow]):
     class Meta:
         model = Workflow
 
@@ -120,7 +120,7 @@ class WorkflowFactory(factory.django.DjangoModelFactory):
     name = "onboarding"
 
 
-class EventFactory(factory.django.DjangoModelFactory):
+class EventFactory(factory.django.DjangoModelFactory[Event]):
     class Meta:
         model = Event
 
@@ -131,7 +131,7 @@ class EventFactory(factory.django.DjangoModelFactory):
     due_at = factory.Faker("date_time", tzinfo=__import__("datetime").UTC)
 
 
-class FileFactory(factory.django.DjangoModelFactory):
+class FileFactory(factory.django.DjangoModelFactory[File]):
     class Meta:
         model = File
 
@@ -142,7 +142,7 @@ class FileFactory(factory.django.DjangoModelFactory):
     status = FileStatus.INDEXING_COMPLETED
 
 
-class PassageFactory(factory.django.DjangoModelFactory):
+class PassageFactory(factory.django.DjangoModelFactory[Passage]):
     class Meta:
         model = Passage
 
@@ -151,7 +151,7 @@ class PassageFactory(factory.django.DjangoModelFactory):
     content = factory.Sequence(lambda n: f"Passage {n}")
 
 
-class ChatConnectionFactory(factory.django.DjangoModelFactory):
+class ChatConnectionFactory(factory.django.DjangoModelFactory[ChatConnection]):
     class Meta:
         model = ChatConnection
 
