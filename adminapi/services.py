@@ -1,11 +1,9 @@
 from collections.abc import Mapping
 
-from django.db.models import Value
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.lookups import Exact
 
 from bots.models import Bot, Workspace
 from platform_site.api.pagination import Page, PageRequest, paginate
+from platform_site.api.tags import TagEquals
 
 # Ids are ULIDs, so id order is creation order: one unique column serves createdAt.
 _ORDERINGS = {"createdAt": ["id"], "updatedAt": ["updated_at", "id"]}
@@ -24,8 +22,7 @@ def bots_list(
     if dev is not None:
         bots = bots.filter(dev=dev)
     for key, value in (tags or {}).items():
-        # An expression, not a `tags__<key>` lookup: a key may hold `__`.
-        bots = bots.filter(Exact(KeyTextTransform(key, "tags"), Value(value)))
+        bots = bots.filter(TagEquals("tags", key, value))
     sign = "-" if sort_direction == "desc" else ""
     return paginate(
         bots,

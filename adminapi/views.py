@@ -1,5 +1,7 @@
 import re
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -12,6 +14,7 @@ from bots.principals import workspace_principal
 from platform_site.api.errors import InvalidQuery
 from platform_site.api.pagination import page_request
 from platform_site.api.query import validate_query
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 from platform_site.api.views import PermissionsByMethod
 
 _TAG_PARAM = re.compile(r"tags\[(?P<key>[^\]]+)\]")
@@ -34,6 +37,16 @@ class BotCollectionView(PermissionsByMethod):
     authentication_classes = [WorkspaceTokenAuthentication]
     permissions_by_method = {"GET": [CanReadBots]}
 
+    @extend_schema(
+        summary="List the workspace's bots",
+        parameters=[
+            BotListQuery,
+            OpenApiParameter("tags[key]", str, description="Only bots with this tag value"),
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
     def get(self, request: Request) -> Response:
         principal = workspace_principal(request)
         query = validate_query(BotListQuery, request.query_params)

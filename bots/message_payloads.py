@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from platform_site.api.fields import StrictCharField, StrictNumberField
@@ -93,6 +95,7 @@ BLOC_ITEM_TYPES: dict[str, type[_Payload]] = {
 }
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class BlocItem(serializers.Field):
     """An item of a bloc: `{type, payload: {...}}` as the hosted API's clients
     send it, or the same fields flat beside `type`."""
@@ -141,6 +144,7 @@ def _validate(schema: type[_Payload], data: dict[str, Any], path: str = "") -> N
         raise serializers.ValidationError({path: serializer.errors} if path else serializer.errors)
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class MessagePayloadField(serializers.Field):
     """A message payload, checked against the schema its `type` names and kept
     as the client sent it."""

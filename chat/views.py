@@ -1,5 +1,7 @@
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +14,7 @@ from chat.principals import chat_principal
 from chat.serializers import ChatMessageCreateSerializer
 from chat.services import chat_message_create
 from platform_site.api.errors import ResourceNotFound
+from platform_site.api.schema import ERRORS
 from platform_site.api.views import PermissionsByMethod
 
 
@@ -34,6 +37,7 @@ class HelloView(ChatView):
     authentication_classes = []
     permissions_by_method = {"GET": [AllowAny]}
 
+    @extend_schema(summary="Check the chat interface", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, webhook_id: str) -> Response:
         return Response({"message": "Hello World!"})
 
@@ -41,6 +45,11 @@ class HelloView(ChatView):
 class MessageCollectionView(ChatView):
     permissions_by_method = {"POST": [IsChatUser]}
 
+    @extend_schema(
+        summary="Send a message as the key's user",
+        request=ChatMessageCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
     def post(self, request: Request, webhook_id: str) -> Response:
         principal = chat_principal(request)
         serializer = ChatMessageCreateSerializer(data=request.data)

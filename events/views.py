@@ -1,3 +1,5 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -11,6 +13,7 @@ from events.services import (
     event_references_resolve,
     integration_installation_resolve,
 )
+from platform_site.api.schema import ERRORS
 from platform_site.api.views import PermissionsByMethod
 
 
@@ -18,6 +21,15 @@ class EventCollectionView(PermissionsByMethod):
     authentication_classes = [BotTokenAuthentication]
     permissions_by_method = {"POST": [CanWriteEvents]}
 
+    @extend_schema(
+        summary="Create an event",
+        request=EventCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+        parameters=[
+            OpenApiParameter("x-integration-id", str, OpenApiParameter.HEADER),
+            OpenApiParameter("x-integration-alias", str, OpenApiParameter.HEADER),
+        ],
+    )
     def post(self, request: Request) -> Response:
         principal = bot_principal(request)
         serializer = EventCreateSerializer(data=request.data)

@@ -2,6 +2,8 @@
 
 from django.conf import settings
 from django.db import connection
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from kombu import Connection
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -9,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from platform_site.api.errors import APIError
+from platform_site.api.schema import ERROR
 
 
 class NotReady(APIError):
@@ -22,6 +25,7 @@ class HealthzView(APIView):
     authentication_classes = []
     permission_classes = [AllowAny]
 
+    @extend_schema(summary="Liveness", responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
 
@@ -32,6 +36,7 @@ class ReadyzView(APIView):
     authentication_classes = []
     permission_classes = [AllowAny]
 
+    @extend_schema(summary="Readiness", responses={200: OpenApiTypes.OBJECT, 503: ERROR})
     def get(self, request: Request) -> Response:
         try:
             with connection.cursor() as cursor:

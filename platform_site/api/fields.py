@@ -4,6 +4,8 @@
 from datetime import UTC, datetime
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 
@@ -61,6 +63,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.Field):
     default_error_messages = {"invalid": "Must be a JSON object."}
 
@@ -73,6 +76,7 @@ class JSONObjectField(serializers.Field):
         return value
 
 
+@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
 class StringMapField(serializers.Field):
     """An object whose values are all strings, such as `tags`."""
 

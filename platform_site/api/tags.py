@@ -1,0 +1,54 @@
+"""Filtering on `tags`, a JSON object of strings, by any key.
+
+Django's key transforms read a key made of digits as an array index, so
+`tags[0]=v` would match nothing; this expression treats every key as a key."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, Expression, F
+from django.db.models.sql.compiler import SQLCompiler
+
+
+class TagEquals(Expression):
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, field: str, key: str, value: str):
+        super().__init__()
+        self.column: Any = F(field)
+        self.key = key
+        self.value = value
+
+    def get_source_expressions(self) -> list[Any]:
+        return [self.column]
+
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+        (self.column,) = exprs
+
+    def resolve_expression(self, *args: Any, **kwargs: Any) -> "TagEquals":
+        clone = self.copy()
+        clone.column = self.column.resolve_expression(*args, **kwargs)
+        return clone
+
+    def as_sql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.column)
+        return (
+            f"EXISTS (SELECT 1 FROM json_each({column}) AS tag"
+            " WHERE tag.key = %s AND tag.type = 'text' AND tag.value = %s)",
+            [*params, self.key, self.value],
+        )
+
+    def as_postgresql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
+    ) -> tuple[str, list[Any]]:
+        column, params = compiler.compile(self.column)
+        # Containment, so a GIN index on the column can serve it.
+        return f"{column} @> jsonb_build_object(%s::text, %s::text)", [
+            *params,
+            self.key,
+            self.value,
+        ]
