@@ -1,6 +1,5 @@
 from collections.abc import Mapping
 
-
 from bots.models import Bot, Workspace
 from platform_site.api.pagination import Page, PageRequest, paginate
 from platform_site.api.tags import TagEquals

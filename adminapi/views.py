@@ -15,7 +15,7 @@ from platform_site.api.errors import InvalidQuery
 from platform_site.api.pagination import page_request
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
-from platform_site.api.views import PermissionsByMethod
+from platform_site.api.views import ApiView
 
 _TAG_PARAM = re.compile(r"tags\[(?P<key>[^\]]+)\]")
 
@@ -33,7 +33,7 @@ def tag_filters(request: Request) -> dict[str, str]:
     return tags
 
 
-class BotCollectionView(PermissionsByMethod):
+class BotCollectionView(ApiView):
     authentication_classes = [WorkspaceTokenAuthentication]
     permissions_by_method = {"GET": [CanReadBots]}
 

@@ -15,10 +15,10 @@ from chat.serializers import ChatMessageCreateSerializer
 from chat.services import chat_message_create
 from platform_site.api.errors import ResourceNotFound
 from platform_site.api.schema import ERRORS
-from platform_site.api.views import PermissionsByMethod
+from platform_site.api.views import ApiView
 
 
-class ChatView(PermissionsByMethod):
+class ChatView(ApiView):
     """A route under {chat_url}/{webhook_id}: the connection is found first,
     so that an unknown webhook id is a 404 whatever the credentials."""
 

@@ -14,10 +14,10 @@ from events.services import (
     integration_installation_resolve,
 )
 from platform_site.api.schema import ERRORS
-from platform_site.api.views import PermissionsByMethod
+from platform_site.api.views import ApiView
 
 
-class EventCollectionView(PermissionsByMethod):
+class EventCollectionView(ApiView):
     authentication_classes = [BotTokenAuthentication]
     permissions_by_method = {"POST": [CanWriteEvents]}
 

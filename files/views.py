@@ -10,10 +10,10 @@ from files.presenters import passage_json
 from files.services import file_get, passages_list
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN
-from platform_site.api.views import PermissionsByMethod
+from platform_site.api.views import ApiView
 
 
-class FilePassagesView(PermissionsByMethod):
+class FilePassagesView(ApiView):
     authentication_classes = [BotTokenAuthentication]
     permissions_by_method = {"GET": [CanReadRuntime]}
 

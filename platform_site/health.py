@@ -8,10 +8,10 @@ from kombu import Connection
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from platform_site.api.errors import APIError
 from platform_site.api.schema import ERROR
+from platform_site.api.views import ApiView
 
 
 class NotReady(APIError):
@@ -19,7 +19,7 @@ class NotReady(APIError):
     type = "Internal"
 
 
-class HealthzView(APIView):
+class HealthzView(ApiView):
     """The process is up and answering."""
 
     authentication_classes = []
@@ -30,7 +30,7 @@ class HealthzView(APIView):
         return Response({"status": "ok"})
 
 
-class ReadyzView(APIView):
+class ReadyzView(ApiView):
     """The database and the broker are reachable: this process can do its work."""
 
     authentication_classes = []

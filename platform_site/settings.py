@@ -58,9 +58,11 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that every answer on a chat route carries CORS headers, even a
+    # 413 from the next one: a browser can then read the error.
+    "corsheaders.middleware.CorsMiddleware",
     "platform_site.api.middleware.BodySizeLimitMiddleware",
     "platform_site.api.middleware.RejectNulMiddleware",
-    "corsheaders.middleware.CorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

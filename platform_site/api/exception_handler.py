@@ -48,6 +48,8 @@ def describe_validation_error(detail: Any, path: str = "") -> list[str]:
         for key, value in detail.items():
             if key == "non_field_errors":
                 lines += describe_validation_error(value, path)
+            elif isinstance(key, int):  # DRF keys a list's item errors by index
+                lines += describe_validation_error(value, f"{path}[{key}]")
             else:
                 lines += describe_validation_error(value, f"{path}.{key}" if path else str(key))
         return lines

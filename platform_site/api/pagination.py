@@ -39,10 +39,8 @@ class Page(Generic[ModelT]):
 
 
 def _parse_size(name: str, raw: str) -> int:
-    try:
-        size = int(raw)
-    except ValueError:
-        size = 0  # not a number: refused below like any value out of range
+    # Plain ASCII digits only: int() would also take "1_0" and non-Latin digits.
+    size = int(raw) if raw.isascii() and raw.isdigit() else 0
     if not 1 <= size <= settings.PAGE_SIZE_MAX:
         raise InvalidQuery(f"{name} must be an integer from 1 to {settings.PAGE_SIZE_MAX}")
     return size
