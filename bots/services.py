@@ -1,7 +1,5 @@
 """Tenancy: workspaces, their members and their bots."""
 
-from typing import Any
-
 from django.contrib.auth.models import User as Account
 from django.db import transaction
 
@@ -26,11 +24,8 @@ def bot_create(
     tags: dict[str, str] | None = None,
     dev: bool = False,
     webhook_url: str = "",
-    **fields: Any,
 ) -> Bot:
     bot = Bot(workspace=workspace, name=name, tags=tags or {}, dev=dev, webhook_url=webhook_url)
-    for name_, value in fields.items():
-        setattr(bot, name_, value)
     bot.full_clean()
     bot.save()
     return bot

@@ -41,8 +41,3 @@ def conversation_create(*, creator: User, chat_id: str | None = None) -> Convers
     )
     Participant.objects.create(conversation=conversation, user=creator)
     return conversation
-
-
-def participant_add(*, conversation: Conversation, user: User) -> Participant:
-    participant, _ = Participant.objects.get_or_create(conversation=conversation, user=user)
-    return participant

@@ -15,11 +15,6 @@ def format_timestamp(value: datetime) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
-class TimestampField(serializers.Field):
-    def to_representation(self, value: datetime) -> str:
-        return format_timestamp(value)
-
-
 class StrictCharField(serializers.CharField):
     default_error_messages = {"invalid": "Must be a string."}
 
@@ -54,15 +49,6 @@ class StrictNumberField(serializers.FloatField):
         return super().to_internal_value(data)
 
 
-class StrictBooleanField(serializers.BooleanField):
-    default_error_messages = {"invalid": "Must be a boolean."}
-
-    def to_internal_value(self, data: Any) -> bool:
-        if not isinstance(data, bool):
-            self.fail("invalid")
-        return data
-
-
 @extend_schema_field(OpenApiTypes.OBJECT)
 class JSONObjectField(serializers.Field):
     default_error_messages = {"invalid": "Must be a JSON object."}
@@ -73,28 +59,4 @@ class JSONObjectField(serializers.Field):
         return data
 
     def to_representation(self, value: dict[str, Any]) -> dict[str, Any]:
-        return value
-
-
-@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
-class StringMapField(serializers.Field):
-    """An object whose values are all strings, such as `tags`."""
-
-    default_error_messages = {"invalid": "Must be an object of strings."}
-
-    def __init__(self, *, max_length: int = 500, **kwargs: Any) -> None:
-        self.max_length = max_length
-        super().__init__(**kwargs)
-
-    def to_internal_value(self, data: Any) -> dict[str, str]:
-        if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-            self.fail("invalid")
-        for key, value in data.items():
-            if len(key) > self.max_length or len(value) > self.max_length:
-                raise serializers.ValidationError(
-                    f"Keys and values must be at most {self.max_length} characters."
-                )
-        return data
-
-    def to_representation(self, value: dict[str, str]) -> dict[str, str]:
         return value

@@ -23,11 +23,6 @@ def is_id(value: object, prefix: str) -> bool:
     return _ULID_RE.fullmatch(value, len(prefix) + 1) is not None
 
 
-def looks_like_reference(value: str) -> bool:
-    """The contract's rule for a referenced id in a body: 28 to 36 characters."""
-    return ID_MIN_LENGTH <= len(value) <= ID_MAX_LENGTH
-
-
 class PrefixedIdField(models.CharField):
     """Primary key made of a prefix and a ULID, generated when the row is made."""
 
