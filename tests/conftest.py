@@ -8,6 +8,20 @@ from bots.models import Bot, Role, Workspace
 from tests.factories import BotFactory, WorkspaceFactory, member_token
 
 
+def runtime_api(token: str, bot_id: str) -> APIClient:
+    """A client of the runtime API with a raw token and a bot id."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_BOT_ID=bot_id)
+    return client
+
+
+def admin_api(token: str, workspace_id: str) -> APIClient:
+    """A client of the admin API with a raw token and a workspace id."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_WORKSPACE_ID=workspace_id)
+    return client
+
+
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()
@@ -29,12 +43,7 @@ def runtime_client(bot: Bot) -> Callable[..., APIClient]:
 
     def make(role: str = Role.DEVELOPER, *, for_bot: Bot | None = None) -> APIClient:
         target = for_bot or bot
-        client = APIClient()
-        client.credentials(
-            HTTP_AUTHORIZATION=f"Bearer {member_token(target.workspace, role)}",
-            HTTP_X_BOT_ID=target.id,
-        )
-        return client
+        return runtime_api(member_token(target.workspace, role), target.id)
 
     return make
 
@@ -45,12 +54,7 @@ def admin_client(workspace: Workspace) -> Callable[..., APIClient]:
 
     def make(role: str = Role.DEVELOPER, *, for_workspace: Workspace | None = None) -> APIClient:
         target = for_workspace or workspace
-        client = APIClient()
-        client.credentials(
-            HTTP_AUTHORIZATION=f"Bearer {member_token(target, role)}",
-            HTTP_X_WORKSPACE_ID=target.id,
-        )
-        return client
+        return admin_api(member_token(target, role), target.id)
 
     return make
 

@@ -3,11 +3,12 @@
 from typing import Any
 
 import pytest
-from rest_framework.test import APIClient
 
 from bots.models import Role
 from events.models import Event
+from tests.conftest import admin_api as admin
 from tests.conftest import assert_error
+from tests.conftest import runtime_api as runtime
 from tests.factories import (
     BotFactory,
     FileFactory,
@@ -28,18 +29,6 @@ EVENT_BODY = {"type": "t", "payload": {"x": 1}}
 
 def test_the_role_lists_cover_every_role():
     assert sorted(ALL_ROLES) == sorted([*READERS, "billing"])
-
-
-def runtime(token: str, bot_id: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_BOT_ID=bot_id)
-    return client
-
-
-def admin(token: str, workspace_id: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_WORKSPACE_ID=workspace_id)
-    return client
 
 
 def passages_of(response: Any) -> list[str]:

@@ -12,7 +12,9 @@ from rest_framework.test import APIClient
 from bots.models import AccessToken, Bot, Membership, Role, Workspace
 from bots.tokens import hash_token
 from files.models import File
+from tests.conftest import admin_api as admin
 from tests.conftest import assert_error
+from tests.conftest import runtime_api as runtime
 
 pytestmark = pytest.mark.django_db
 
@@ -49,18 +51,6 @@ def seed() -> dict:
 @pytest.fixture
 def demo() -> dict:
     return seed()
-
-
-def runtime(token: str, bot_id: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_BOT_ID=bot_id)
-    return client
-
-
-def admin(token: str, workspace_id: str) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_WORKSPACE_ID=workspace_id)
-    return client
 
 
 def chat_post(demo: dict, key: str, text: str = "Hello"):
