@@ -51,13 +51,17 @@ def access_token_revoke(*, token: AccessToken) -> AccessToken:
     return token
 
 
-def access_token_authenticate(*, raw: str) -> AccessToken:
-    """The live token that `raw` is, or InvalidToken saying why not."""
+def token_digest(raw: str) -> str:
+    """The stored hash of a raw token, or InvalidToken when it cannot be one."""
     if len(raw) != TOKEN_LENGTH or not raw.startswith(TOKEN_PREFIX):
         raise InvalidToken("The token is malformed")
-    digest = hash_token(raw)
-    token = AccessToken.objects.select_related("account").filter(token_hash=digest).first()
-    # The lookup is by hash; comparing again in constant time keeps a timing
+    return hash_token(raw)
+
+
+def token_check_usable(*, token: AccessToken | None, digest: str, account_is_active: bool) -> None:
+    """InvalidToken unless `token` is the live token of an active account; then
+    its use is recorded."""
+    # The lookup was by hash; comparing again in constant time keeps a timing
     # difference in the index walk from saying anything about other tokens.
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         raise InvalidToken("The token is unknown")
@@ -66,10 +70,9 @@ def access_token_authenticate(*, raw: str) -> AccessToken:
         raise InvalidToken("The token has been revoked")
     if token.expires_at is not None and token.expires_at <= now:
         raise InvalidToken("The token has expired")
-    if not token.account.is_active:
+    if not account_is_active:
         raise InvalidToken("The token's account is disabled")
     _record_use(token, now)
-    return token
 
 
 def _record_use(token: AccessToken, now: datetime) -> None:

@@ -431,8 +431,8 @@ def test_query_count_of_a_page_does_not_grow_with_limit(
 ):
     make_passages(file, range(100, 400))
     client.get(url(file.id))  # the token's last use is recorded on first use
-    # token, bot (with the caller's role), file, passages
-    with django_assert_num_queries(4):
+    # credentials (token, account, bot and the caller's role in one), file, passages
+    with django_assert_num_queries(3):
         response = client.get(url(file.id), {"limit": limit, "nextToken": token})
     assert response.status_code == 200
     assert len(response.json()["passages"]) == limit
@@ -442,6 +442,6 @@ def test_query_count_by_key(client, bot, django_assert_num_queries):
     nested = FileFactory(bot=bot, key="x/y.txt")
     make_passages(nested, range(50))
     client.get(url(nested.id))
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(3):
         response = client.get(url(quote("x/y.txt", safe="")), {"limit": 50})
     assert len(response.json()["passages"]) == 50
