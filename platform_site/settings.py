@@ -121,6 +121,11 @@ else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
         "DATABASE_CONN_HEALTH_CHECKS", default=False
     )
+    # Server-side binding lets psycopg prepare a statement it has run a few
+    # times, so PostgreSQL stops parsing and planning the hot ones again.
+    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env.bool(
+        "DATABASE_SERVER_SIDE_BINDING", default=True
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
