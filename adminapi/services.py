@@ -26,6 +26,8 @@ def bots_list(
     return paginate(
         bots,
         ordering=[f"{sign}{name}" for name in _ORDERINGS[sort_field]],
-        list_name=f"bots:{workspace.id}",
+        # The filters name the list too: a token of a filtered list is no
+        # position in another.
+        list_name=f"bots:{workspace.id}:dev={dev}:tags={sorted((tags or {}).items())}",
         request=page,
     )

@@ -29,7 +29,7 @@ def _scope(request: Request, header: str, prefix: str, noun: str) -> str:
     if not value:
         raise AuthenticationFailed(f"The {header} header is required")
     if not is_id(value, prefix):
-        raise AuthenticationFailed(f"No {noun} {value!r} is reachable with this token")
+        raise AuthenticationFailed(f"No {noun} {value[:40]!r} is reachable with this token")
     return value
 
 

@@ -104,7 +104,7 @@ class BlocItem(serializers.Field):
         if not isinstance(data, dict):
             raise serializers.ValidationError("Must be an object.")
         kind = data.get("type")
-        if kind not in BLOC_ITEM_TYPES:
+        if not isinstance(kind, str) or kind not in BLOC_ITEM_TYPES:
             raise serializers.ValidationError(
                 {"type": [f"Must be one of: {', '.join(BLOC_ITEM_TYPES)}."]}
             )

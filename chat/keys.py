@@ -33,7 +33,8 @@ def user_key_read(*, connection: ChatConnection, key: str) -> str:
     if (
         not isinstance(chat_user_id, str)
         or not 0 < len(chat_user_id) <= CHAT_ID_MAX_LENGTH
-        or "\x00" in chat_user_id
+        # Refuses NUL and lone surrogates, which no database column can hold.
+        or not chat_user_id.isprintable()
     ):
         raise InvalidUserKey("The user key does not name a user")
     return chat_user_id

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from bots.models import Conversation, Message, Participant, User
 from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
-from events.services import EventReferences, event_create
+from events.services import EventReferences, event_record
 from platform_site.api.errors import Forbidden, ReferenceNotFound
 
 MESSAGE_CREATED = "message_created"
@@ -42,7 +42,7 @@ def chat_message_create(
         is_bot=False,
     )
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
-    event_create(
+    event_record(
         bot_id=user.bot_id,
         type=MESSAGE_CREATED,
         payload={

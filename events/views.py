@@ -8,11 +8,7 @@ from bots.permissions import CanWriteEvents
 from bots.principals import bot_principal
 from events.presenters import event_json
 from events.serializers import EventCreateSerializer
-from events.services import (
-    event_create,
-    event_references_resolve,
-    integration_installation_resolve,
-)
+from events.services import event_create
 from platform_site.api.schema import ERRORS
 from platform_site.api.views import ApiView
 
@@ -35,23 +31,16 @@ class EventCollectionView(ApiView):
         serializer = EventCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        references = event_references_resolve(
-            bot_id=principal.bot.id,
-            conversation_id=data.get("conversationId"),
-            user_id=data.get("userId"),
-            message_id=data.get("messageId"),
-            workflow_id=data.get("workflowId"),
-            integration=integration_installation_resolve(
-                bot=principal.bot,
-                integration_id=request.headers.get("x-integration-id"),
-                alias=request.headers.get("x-integration-alias"),
-            ),
-        )
         event = event_create(
             bot_id=principal.bot.id,
             type=data["type"],
             payload=data["payload"],
             schedule=data.get("schedule"),
-            references=references,
+            conversation_id=data.get("conversationId"),
+            user_id=data.get("userId"),
+            message_id=data.get("messageId"),
+            workflow_id=data.get("workflowId"),
+            integration_id=request.headers.get("x-integration-id"),
+            integration_alias=request.headers.get("x-integration-alias"),
         )
         return Response({"event": event_json(event)}, status=201)

@@ -2,11 +2,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.db.models import Q
 
 from bots.models import Bot
 from files.models import FILE_KEY_MAX_LENGTH, File, Passage, PassageSubtype, PassageType
 from platform_site.api.errors import InvalidIdentifier, ResourceNotFound
+from platform_site.api.ids import is_id
 from platform_site.api.pagination import Page, PageRequest, paginate
 
 
@@ -14,7 +14,10 @@ def file_get(*, bot: Bot, id_or_key: str) -> File:
     """A file of `bot` by its id or its key (keys are unique per bot)."""
     if not id_or_key or len(id_or_key) > FILE_KEY_MAX_LENGTH:
         raise InvalidIdentifier(f"{id_or_key[:40]!r}… is neither a file id nor a file key")
-    found = File.objects.filter(Q(id=id_or_key) | Q(key=id_or_key), bot=bot).first()
+    files = File.objects.filter(bot=bot)
+    # An id wins over a key that happens to spell another file's id.
+    found = files.filter(id=id_or_key).first() if is_id(id_or_key, "file") else None
+    found = found or files.filter(key=id_or_key).first()
     if found is None:
         raise ResourceNotFound(f"File {id_or_key!r} not found")
     return found

@@ -42,7 +42,7 @@ class ReadyzView(ApiView):
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")
         except Exception as exc:
-            raise NotReady(f"The database is not reachable: {type(exc).__name__}") from exc
+            raise NotReady("The database is not reachable") from exc
         try:
             with Connection(
                 settings.CELERY_BROKER_URL,
@@ -51,5 +51,5 @@ class ReadyzView(ApiView):
             ) as broker:
                 broker.ensure_connection(max_retries=1, timeout=2)
         except Exception as exc:
-            raise NotReady(f"The broker is not reachable: {type(exc).__name__}") from exc
+            raise NotReady("The broker is not reachable") from exc
         return Response({"status": "ready", "database": "ok", "broker": "ok"})

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from drf_spectacular.renderers import OpenApiJsonRenderer
 from drf_spectacular.views import SpectacularAPIView
 
 from platform_site.health import HealthzView, ReadyzView
@@ -10,7 +11,11 @@ urlpatterns = [
     path("readyz", ReadyzView.as_view(), name="readyz"),
     path(
         "v1/openapi.json",
-        SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]),
+        SpectacularAPIView.as_view(
+            authentication_classes=[],
+            permission_classes=[],
+            renderer_classes=[OpenApiJsonRenderer],
+        ),
         name="openapi",
     ),
     path("", include("events.urls")),

@@ -32,6 +32,11 @@ _BY_STATUS: dict[int, type[errors.APIError]] = {
 }
 
 
+def log_client_error(error_id: str, error: errors.APIError) -> None:
+    """Every error id is in the log, so a client's report can be traced."""
+    logger.info("%s %s %s: %s", error_id, error.status_code, error.type, error.message)
+
+
 def error_body(error: errors.APIError, error_id: str) -> dict[str, Any]:
     return {
         "id": error_id,
@@ -103,22 +108,24 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
 def handle_exception(exc: Exception, context: Mapping[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception becomes the one error body."""
     error = to_api_error(exc)
+    error_id = errors.new_error_id()
     if error is None:
         error = errors.Internal()
-        error_id = errors.new_error_id()
         logger.error("%s unexpected error", error_id, exc_info=exc)
+    elif error.status_code >= 500:
+        logger.error("%s %s", error_id, error.message, exc_info=exc)
     else:
-        error_id = errors.new_error_id()
-        if error.status_code >= 500:
-            logger.error("%s %s", error_id, error.message, exc_info=exc)
+        log_client_error(error_id, error)
     set_rollback()
     return Response(error_body(error, error_id), status=error.status_code, headers=error.headers)
 
 
 def error_response(error: errors.APIError) -> JsonResponse:
     """The error body outside DRF: middleware and Django's own error views."""
+    error_id = errors.new_error_id()
+    log_client_error(error_id, error)
     response = JsonResponse(
-        error_body(error, errors.new_error_id()),
+        error_body(error, error_id),
         status=error.status_code,
         json_dumps_params=_COMPACT,
     )

@@ -16,6 +16,14 @@ class BodySizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+            # Django reads a WSGI body up to Content-Length only: a chunked
+            # body would reach the view empty, and be blamed for missing fields.
+            return error_response(
+                errors.InvalidPayload(
+                    "Chunked request bodies are not supported: send Content-Length"
+                )
+            )
         raw_length = request.META.get("CONTENT_LENGTH") or "0"
         try:
             length = int(raw_length)

@@ -47,11 +47,11 @@ def _parse_size(name: str, raw: str) -> int:
 
 
 def page_request(query: Mapping[str, str], *, size_param: str | None = None) -> PageRequest:
-    """Read `nextToken` and the page size (`size_param` such as `limit` wins over `pageSize`)."""
-    size = settings.PAGE_SIZE_DEFAULT
-    for name in ("pageSize", size_param):
-        if name and query.get(name) not in (None, ""):
-            size = _parse_size(name, query[name])
+    """Read `nextToken` and the page size: `size_param` (such as `limit`) when
+    the endpoint names one and the client sends it, else `pageSize`."""
+    name = size_param if size_param and size_param in query else "pageSize"
+    size = _parse_size(name, query[name]) if name in query else settings.PAGE_SIZE_DEFAULT
+    # An empty nextToken is the first page: clients send `nextToken=` for it.
     token = query.get("nextToken") or None
     return PageRequest(size=size, token=token)
 

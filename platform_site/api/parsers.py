@@ -54,8 +54,14 @@ class StrictJSONParser(JSONParser):
         try:
             raw = stream.read() if stream is not None else b""
             data = json.loads(raw.decode(encoding), parse_constant=_refuse_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except json.JSONDecodeError as exc:
             raise ParseError(f"The request body is not valid JSON: {exc}") from exc
+        except (ValueError, LookupError):
+            # Undecodable bytes, a charset that is no text encoding, an
+            # integer too long to read: Python's own words would mean nothing.
+            raise ParseError(
+                "The request body is not valid JSON in UTF-8 (or the charset it names)"
+            ) from None
         except RecursionError as exc:
             raise ParseError("The request body is nested too deeply") from exc
         check_storable(data)

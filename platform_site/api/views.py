@@ -6,15 +6,22 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 
+class DenyAll(BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return False
+
+
 class ApiView(APIView):
     """Base of every endpoint.
 
     - A method the route does not serve is a 405 before credentials are
-      looked at: the answer does not depend on who asks.
-    - Each HTTP method names its own permission classes; a method that names
-      none gets the deny-by-default of REST_FRAMEWORK.
+      looked at: the answer does not depend on who asks. OPTIONS is not
+      served (CORS preflights are answered by their middleware).
+    - Each HTTP method names its own permission classes; HEAD is held to
+      GET's, and a method that names none is denied.
     """
 
+    http_method_names = ["get", "post", "put", "patch", "delete", "head"]
     permissions_by_method: ClassVar[dict[str, list[type[BasePermission]]]] = {}
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -24,7 +31,8 @@ class ApiView(APIView):
         super().initial(request, *args, **kwargs)
 
     def get_permissions(self) -> Any:
-        classes = self.permissions_by_method.get(self.request.method or "")
-        if classes is None:
+        if not self.permissions_by_method:
             return super().get_permissions()
+        method = self.request.method or ""
+        classes = self.permissions_by_method.get("GET" if method == "HEAD" else method, [DenyAll])
         return [cls() for cls in classes]
