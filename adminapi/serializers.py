@@ -1,7 +1,9 @@
 from rest_framework import serializers
 
+from platform_site.api.fields import StrictChoiceField
+
 
 class BotListQuery(serializers.Serializer):
-    dev = serializers.ChoiceField(choices=["true", "false"], required=False)
-    sortField = serializers.ChoiceField(choices=["createdAt", "updatedAt"], default="createdAt")
-    sortDirection = serializers.ChoiceField(choices=["asc", "desc"], default="desc")
+    dev = StrictChoiceField(choices=["true", "false"], required=False)
+    sortField = StrictChoiceField(choices=["createdAt", "updatedAt"], default="createdAt")
+    sortDirection = StrictChoiceField(choices=["asc", "desc"], default="desc")

@@ -6,7 +6,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from platform_site.api.fields import StrictCharField, StrictNumberField
+from platform_site.api.fields import StrictCharField, StrictChoiceField, StrictNumberField
 from platform_site.api.serializers import ClosedSerializer
 
 
@@ -53,7 +53,7 @@ class LocationPayload(_Payload):
 # `label` is also an attribute of DRF's Field; as a declared field it is taken
 # out of the class by the serializer's metaclass, which mypy cannot see.
 class CardAction(ClosedSerializer):
-    action = serializers.ChoiceField(choices=["postback", "url", "say"])
+    action = StrictChoiceField(choices=["postback", "url", "say"])
     label = text()  # type: ignore[assignment]
     value = text()
 
@@ -77,7 +77,7 @@ class ChoicePayload(_Payload):
 
 class CardItem(CardPayload):
     # A carousel's items are cards; their `type` may be left out.
-    type = serializers.ChoiceField(choices=["card"], required=False)  # type: ignore[assignment]
+    type = StrictChoiceField(choices=["card"], required=False)  # type: ignore[assignment]
 
 
 class CarouselPayload(_Payload):

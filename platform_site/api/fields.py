@@ -60,3 +60,15 @@ class JSONObjectField(serializers.Field):
 
     def to_representation(self, value: dict[str, Any]) -> dict[str, Any]:
         return value
+
+
+class StrictChoiceField(serializers.ChoiceField):
+    """A string among `choices`; the message lists them rather than echoing
+    Python's rendering of whatever was sent."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or data not in self.choice_strings_to_values:
+            raise serializers.ValidationError(
+                f"Must be one of: {', '.join(self.choice_strings_to_values)}."
+            )
+        return self.choice_strings_to_values[data]
