@@ -1,4 +1,7 @@
+from typing import Any
+
 from django.contrib import admin
+from django.db import models
 
 from bots.models import (
     AccessToken,
@@ -14,6 +17,9 @@ from bots.models import (
     Workspace,
 )
 
+# A URL typed without a scheme means https (Django 6's default, chosen now).
+URL_FIELDS: dict[type[models.Field], dict[str, Any]] = {models.URLField: {"assume_scheme": "https"}}
+
 
 class MembershipInline(admin.TabularInline):
     model = Membership
@@ -26,6 +32,7 @@ class BotInline(admin.TabularInline):
     extra = 0
     fields = ["name", "dev", "deployed_at", "webhook_url"]
     show_change_link = True
+    formfield_overrides = URL_FIELDS
 
 
 @admin.register(Workspace)
@@ -83,6 +90,7 @@ class BotAdmin(admin.ModelAdmin):
     readonly_fields = ["id", "created_at", "updated_at"]
     autocomplete_fields = ["workspace"]
     inlines = [InstallationInline]
+    formfield_overrides = URL_FIELDS
 
 
 @admin.register(Integration)
@@ -119,6 +127,7 @@ class UserAdmin(admin.ModelAdmin):
     list_select_related = ["bot"]
     readonly_fields = ["id", "created_at", "updated_at"]
     raw_id_fields = ["bot", "integration"]
+    formfield_overrides = URL_FIELDS
 
 
 class ParticipantInline(admin.TabularInline):

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from bots.admin import URL_FIELDS
 from files.models import File, Passage
 
 
@@ -20,6 +21,7 @@ class PassageAdmin(admin.ModelAdmin):
     search_fields = ["id", "file__id", "file__key"]
     list_select_related = ["file"]
     raw_id_fields = ["file"]
+    formfield_overrides = URL_FIELDS
 
     def has_change_permission(self, request: object, obj: object = None) -> bool:
         # Passages come from indexing; editing one by hand would desynchronise it.
