@@ -8,7 +8,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from bots.credentials import credentials_for_bot, credentials_for_workspace
-from bots.principals import BotPrincipal, WorkspacePrincipal
+from bots.principals import WorkspacePrincipal
 from bots.tokens import InvalidToken
 from platform_site.api.authentication import HeaderAuthentication
 from platform_site.api.ids import is_id
@@ -24,55 +24,48 @@ def _bearer(request: Request) -> str | None:
     return raw.strip()
 
 
-def _scope(request: Request, header: str, prefix: str, noun: str) -> str:
-    value = request.headers.get(header)
-    if not value:
-        raise AuthenticationFailed(f"The {header} header is required")
-    if not is_id(value, prefix):
-        raise AuthenticationFailed(f"No {noun} {value[:40]!r} is reachable with this token")
-    return value
+class _ScopedTokenAuthentication(HeaderAuthentication):
+    """A bearer token and a header naming where it acts (`scope_header`)."""
 
+    scope_header: str
+    scope_prefix: str
+    scope_noun: str
 
-class BotTokenAuthentication(HeaderAuthentication):
-    """`Authorization: Bearer <token>` and `x-bot-id`."""
-
-    def authenticate(self, request: Request) -> tuple[Any, BotPrincipal] | None:
-        raw = _bearer(request)
-        if raw is None:
-            return None
-        bot_id = _scope(request, "x-bot-id", "bot", "bot")
-        try:
-            credentials = credentials_for_bot(raw=raw, bot_id=bot_id)
-        except InvalidToken as exc:
-            raise AuthenticationFailed(str(exc)) from None
-        if credentials.role is None or credentials.bot is None or credentials.workspace is None:
-            raise AuthenticationFailed(f"No bot {bot_id!r} is reachable with this token")
-        principal = BotPrincipal(
-            token=credentials.token,
-            workspace=credentials.workspace,
-            role=credentials.role,
-            bot=credentials.bot,
-        )
-        return credentials.token.account, principal
-
-
-class WorkspaceTokenAuthentication(HeaderAuthentication):
-    """`Authorization: Bearer <token>` and `x-workspace-id`."""
+    def lookup(self, raw: str, scope_id: str) -> WorkspacePrincipal | None:
+        raise NotImplementedError
 
     def authenticate(self, request: Request) -> tuple[Any, WorkspacePrincipal] | None:
         raw = _bearer(request)
         if raw is None:
             return None
-        workspace_id = _scope(request, "x-workspace-id", "wkspace", "workspace")
+        scope_id = request.headers.get(self.scope_header)
+        if not scope_id:
+            raise AuthenticationFailed(f"The {self.scope_header} header is required")
+        unreachable = f"No {self.scope_noun} {scope_id[:40]!r} is reachable with this token"
+        if not is_id(scope_id, self.scope_prefix):
+            raise AuthenticationFailed(unreachable)
         try:
-            credentials = credentials_for_workspace(raw=raw, workspace_id=workspace_id)
+            principal = self.lookup(raw, scope_id)
         except InvalidToken as exc:
             raise AuthenticationFailed(str(exc)) from None
-        if credentials.role is None or credentials.workspace is None:
-            raise AuthenticationFailed(
-                f"No workspace {workspace_id!r} is reachable with this token"
-            )
-        principal = WorkspacePrincipal(
-            token=credentials.token, workspace=credentials.workspace, role=credentials.role
-        )
-        return credentials.token.account, principal
+        if principal is None:
+            raise AuthenticationFailed(unreachable)
+        return principal.token.account, principal
+
+
+class BotTokenAuthentication(_ScopedTokenAuthentication):
+    """`Authorization: Bearer <token>` and `x-bot-id`."""
+
+    scope_header, scope_prefix, scope_noun = "x-bot-id", "bot", "bot"
+
+    def lookup(self, raw: str, scope_id: str) -> WorkspacePrincipal | None:
+        return credentials_for_bot(raw=raw, bot_id=scope_id)
+
+
+class WorkspaceTokenAuthentication(_ScopedTokenAuthentication):
+    """`Authorization: Bearer <token>` and `x-workspace-id`."""
+
+    scope_header, scope_prefix, scope_noun = "x-workspace-id", "wkspace", "workspace"
+
+    def lookup(self, raw: str, scope_id: str) -> WorkspacePrincipal | None:
+        return credentials_for_workspace(raw=raw, workspace_id=scope_id)

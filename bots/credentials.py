@@ -5,7 +5,6 @@ state and the account's role in the target workspace come back from a single
 query instead of three ORM queries; the bot and workspace arrive as instances
 holding only their ids (any other field loads on first use)."""
 
-from dataclasses import dataclass
 from functools import cache
 
 from django.contrib.auth import get_user_model
@@ -13,15 +12,8 @@ from django.db import connection
 from django.db.models import Model
 
 from bots.models import AccessToken, Bot, Membership, Workspace
+from bots.principals import BotPrincipal, WorkspacePrincipal
 from bots.tokens import token_check_usable, token_digest
-
-
-@dataclass(frozen=True)
-class Credentials:
-    token: AccessToken
-    role: str | None
-    workspace: Workspace | None
-    bot: Bot | None
 
 
 def _table(model: type[Model]) -> str:
@@ -67,26 +59,26 @@ def _token(raw: str, sql: str, scope_id: str) -> AccessToken:
     return token
 
 
-def credentials_for_bot(*, raw: str, bot_id: str) -> Credentials:
-    """The token's credentials for a bot; `role` is None when the account is
-    not a member of the bot's workspace (or there is no such bot)."""
+def credentials_for_bot(*, raw: str, bot_id: str) -> BotPrincipal | None:
+    """Who the token speaks for at a bot; None when its account is not a
+    member of the bot's workspace (or there is no such bot)."""
     token = _token(raw, _bot_sql(), bot_id)
     role = getattr(token, "member_role", None)
     if role is None:
-        return Credentials(token=token, role=None, workspace=None, bot=None)
+        return None
     workspace_id = token.bot_workspace_id  # type: ignore[attr-defined]
     workspace = Workspace.from_db(connection.alias, ["id"], [workspace_id])
     bot = Bot.from_db(connection.alias, ["id", "workspace_id"], [token.bot_pk, workspace_id])  # type: ignore[attr-defined]
     bot.workspace = workspace
-    return Credentials(token=token, role=role, workspace=workspace, bot=bot)
+    return BotPrincipal(token=token, workspace=workspace, role=role, bot=bot)
 
 
-def credentials_for_workspace(*, raw: str, workspace_id: str) -> Credentials:
-    """The token's credentials for a workspace; `role` is None when the
-    account is not a member of it (or there is no such workspace)."""
+def credentials_for_workspace(*, raw: str, workspace_id: str) -> WorkspacePrincipal | None:
+    """Who the token speaks for in a workspace; None when its account is not
+    a member of it (or there is no such workspace)."""
     token = _token(raw, _workspace_sql(), workspace_id)
     role = getattr(token, "member_role", None)
     if role is None:
-        return Credentials(token=token, role=None, workspace=None, bot=None)
+        return None
     workspace = Workspace.from_db(connection.alias, ["id"], [token.member_workspace_id])  # type: ignore[attr-defined]
-    return Credentials(token=token, role=role, workspace=workspace, bot=None)
+    return WorkspacePrincipal(token=token, workspace=workspace, role=role)
