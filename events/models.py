@@ -11,6 +11,7 @@ from bots.models import (
 from platform_site.api.ids import PrefixedIdField
 
 FAILURE_REASON_MAX_LENGTH = 2000
+RESPONSE_EXCERPT_MAX_LENGTH = 1000
 
 
 class EventStatus(models.TextChoices):
@@ -20,6 +21,9 @@ class EventStatus(models.TextChoices):
     FAILED = "failed"
     IGNORED = "ignored"
     CANCELED = "canceled"
+
+
+WAITING_STATUSES = (EventStatus.SCHEDULED, EventStatus.PENDING)
 
 
 class Event(models.Model):
@@ -52,7 +56,23 @@ class Event(models.Model):
         related_name="+",
         help_text="The installed integration that created the event, if any.",
     )
-    due_at = models.DateTimeField(help_text="When the event is due for delivery.")
+    due_at = models.DateTimeField(help_text="When the event falls due (its schedule).")
+    next_attempt_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text=(
+            "When the dispatcher next looks at the event: its due time, a retry's time, or "
+            "the end of a worker's lease on it. Empty once the event is finished."
+        ),
+    )
+    lease = models.BigIntegerField(
+        default=0,
+        help_text="Names the current claim on the event; a delivery holding another gives way.",
+    )
+    attempt_count = models.PositiveIntegerField(default=0)
+    first_attempt_at = models.DateTimeField(
+        null=True, blank=True, help_text="Start of the current retry window."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -60,13 +80,62 @@ class Event(models.Model):
         indexes = [
             # Lists are newest first; ids are ULIDs, so id order is creation order.
             models.Index(fields=["bot", "id"], name="event_list_idx"),
-            # What is due: only rows still waiting are in it, so it stays small.
+            # What is due. Only waiting events have a next attempt, so the index
+            # stays as small as the backlog; and `next_attempt_at <= $1` implies
+            # the predicate even in a generic (prepared) plan, where a predicate
+            # on status given as a parameter would not.
             models.Index(
-                fields=["due_at"],
-                name="event_due_idx",
-                condition=models.Q(status__in=["scheduled", "pending"]),
+                fields=["next_attempt_at"],
+                name="event_next_attempt_idx",
+                condition=models.Q(next_attempt_at__isnull=False),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                name="event_waiting_has_next_attempt",
+                condition=(
+                    models.Q(status__in=WAITING_STATUSES, next_attempt_at__isnull=False)
+                    | (
+                        ~models.Q(status__in=WAITING_STATUSES)
+                        & models.Q(next_attempt_at__isnull=True)
+                    )
+                ),
             ),
         ]
 
     def __str__(self) -> str:
         return f"{self.type} ({self.id})"
+
+
+class AttemptOutcome(models.TextChoices):
+    PROCESSED = "processed", "processed (2xx)"
+    RETRY = "retry", "will be retried"
+    FAILED = "failed", "failed"
+
+
+class DeliveryAttempt(models.Model):
+    """One POST of an event to its bot's webhook, successful or not."""
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="attempts")
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    number = models.PositiveIntegerField(help_text="1 for the first attempt at the event.")
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    url = models.URLField(max_length=2000)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(
+        max_length=500, blank=True, help_text="What went wrong when there was no response."
+    )
+    response_excerpt = models.CharField(max_length=RESPONSE_EXCERPT_MAX_LENGTH, blank=True)
+    outcome = models.CharField(max_length=10, choices=AttemptOutcome.choices)
+
+    class Meta:
+        # Not unique: a delivery that outlived its lease and the one that took
+        # over both happened, and both are recorded.
+        indexes = [
+            models.Index(fields=["event", "number"], name="attempt_by_event_idx"),
+            models.Index(fields=["bot", "started_at"], name="attempt_by_bot_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.event_id}"

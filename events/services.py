@@ -1,13 +1,18 @@
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
-from bots.models import Conversation, IntegrationInstallation, Message, User, Workflow
+from bots.models import Bot, Conversation, IntegrationInstallation, Message, User, Workflow
+from events.leases import lease_end, new_lease
 from events.models import Event, EventStatus
+from events.selectors import event_get
+from events.tasks import enqueue_deliveries
 from platform_site.api.errors import InvalidPayload, ReferenceNotFound
 
 
@@ -139,18 +144,69 @@ def event_record(
 ) -> Event:
     """Store an event for a bot with references already checked: `pending`
     when due now (no schedule, a delay of 0, a past dateTime), else
-    `scheduled` until the dispatcher finds it due."""
+    `scheduled` until the dispatcher finds it due.
+
+    An event due now is stored already claimed, and its delivery is enqueued
+    once the row is committed, so it does not wait for the dispatcher's next
+    tick; should the broker or the worker fail it, the lease ends and the
+    dispatcher claims it again."""
     now = timezone.now()
     due_at = due_time(schedule=schedule, now=now)
-    return Event.objects.create(
+    due_now = due_at <= now
+    lease = new_lease() if due_now else 0
+    event = Event.objects.create(
         bot_id=bot_id,
         type=type,
         payload=payload,
-        status=EventStatus.SCHEDULED if due_at > now else EventStatus.PENDING,
+        status=EventStatus.PENDING if due_now else EventStatus.SCHEDULED,
         due_at=due_at,
+        next_attempt_at=lease_end(now) if due_now else due_at,
+        lease=lease,
         conversation=references.conversation,
         user=references.user,
         message=references.message,
         workflow=references.workflow,
         integration=references.integration,
     )
+    if due_now:
+        transaction.on_commit(partial(enqueue_deliveries, lease, [event.id]))
+    return event
+
+
+def event_cancel(*, bot: Bot, event_id: str) -> None:
+    """Cancel a scheduled event. One conditional UPDATE, so a cancel racing
+    the dispatcher either wins before the event is claimed or is refused."""
+    canceled = Event.objects.filter(bot=bot, id=event_id, status=EventStatus.SCHEDULED).update(
+        status=EventStatus.CANCELED, next_attempt_at=None, updated_at=timezone.now()
+    )
+    if not canceled:
+        event = event_get(bot=bot, event_id=event_id)
+        raise InvalidPayload(
+            f"Event {event.id!r} is {event.status}: only a scheduled event can be canceled"
+        )
+
+
+RETRYABLE_STATUSES = (EventStatus.FAILED, EventStatus.IGNORED)
+
+
+def events_retry(*, event_ids: Sequence[str]) -> int:
+    """Deliver failed or ignored events again, now, with a new retry window;
+    answers how many were taken (the others are not failed or ignored)."""
+    now = timezone.now()
+    lease = new_lease()
+    with transaction.atomic():
+        retried = list(
+            Event.objects.select_for_update()
+            .filter(id__in=event_ids, status__in=RETRYABLE_STATUSES)
+            .values_list("id", flat=True)
+        )
+        Event.objects.filter(id__in=retried).update(
+            status=EventStatus.PENDING,
+            failure_reason=None,
+            next_attempt_at=lease_end(now),
+            lease=lease,
+            first_attempt_at=None,
+            updated_at=now,
+        )
+        transaction.on_commit(partial(enqueue_deliveries, lease, retried))
+    return len(retried)

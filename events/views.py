@@ -4,18 +4,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bots.authentication import BotTokenAuthentication
-from bots.permissions import CanWriteEvents
+from bots.permissions import CanReadRuntime, CanWriteEvents
 from bots.principals import bot_principal
+from events.filters import EventFilter
 from events.presenters import event_json
+from events.selectors import event_get, events_list
 from events.serializers import EventCreateSerializer
-from events.services import event_create
-from platform_site.api.schema import ERRORS
+from events.services import event_cancel, event_create
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 from platform_site.api.views import ApiView
 
 
 class EventCollectionView(ApiView):
     authentication_classes = [BotTokenAuthentication]
-    permissions_by_method = {"POST": [CanWriteEvents]}
+    permissions_by_method = {"POST": [CanWriteEvents], "GET": [CanReadRuntime]}
 
     @extend_schema(
         summary="Create an event",
@@ -44,3 +47,41 @@ class EventCollectionView(ApiView):
             integration_alias=request.headers.get("x-integration-alias"),
         )
         return Response({"event": event_json(event)}, status=201)
+
+    @extend_schema(
+        summary="List the bot's events, newest first",
+        parameters=[
+            *(OpenApiParameter(name, str) for name in EventFilter.base_filters),
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        principal = bot_principal(request)
+        page = events_list(
+            bot=principal.bot, query=request.query_params, page=page_request(request.query_params)
+        )
+        return Response({"events": [event_json(e) for e in page.items], "meta": page.meta()})
+
+
+class EventDetailView(ApiView):
+    authentication_classes = [BotTokenAuthentication]
+    permissions_by_method = {"GET": [CanReadRuntime]}
+
+    @extend_schema(summary="Get an event", responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    def get(self, request: Request, event_id: str) -> Response:
+        event = event_get(bot=bot_principal(request).bot, event_id=event_id)
+        return Response({"event": event_json(event)})
+
+
+class ScheduledEventView(ApiView):
+    authentication_classes = [BotTokenAuthentication]
+    permissions_by_method = {"DELETE": [CanWriteEvents]}
+
+    @extend_schema(
+        summary="Cancel a scheduled event", responses={200: OpenApiTypes.OBJECT, **ERRORS}
+    )
+    def delete(self, request: Request, event_id: str) -> Response:
+        event_cancel(bot=bot_principal(request).bot, event_id=event_id)
+        return Response({})

@@ -206,8 +206,35 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# One queue name for every task; processes that share a broker but not a
+# database (a test run beside `make run`) keep apart by using another.
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="platform")
+
+# Event delivery. The database says what is due; beat only wakes the dispatcher.
+EVENT_DISPATCH_INTERVAL = env.float("EVENT_DISPATCH_INTERVAL", default=0.25)  # seconds
+# Rows claimed per SELECT … FOR UPDATE SKIP LOCKED, and events per delivery task.
+EVENT_DISPATCH_BATCH = env.int("EVENT_DISPATCH_BATCH", default=1000)
+EVENT_DELIVERY_CHUNK = env.int("EVENT_DELIVERY_CHUNK", default=100)
+# A claimed event is due again after this long, should its worker die.
+EVENT_LEASE_SECONDS = env.float("EVENT_LEASE_SECONDS", default=60.0)
+EVENT_DELIVERY_TIMEOUT = env.float("EVENT_DELIVERY_TIMEOUT", default=10.0)
+# Retries: exponential from the base, capped, with jitter; an event fails once
+# a retryable failure comes this long after its first attempt.
+EVENT_RETRY_BASE_SECONDS = env.float("EVENT_RETRY_BASE_SECONDS", default=5.0)
+EVENT_RETRY_MAX_DELAY_SECONDS = env.float("EVENT_RETRY_MAX_DELAY_SECONDS", default=2 * 3600.0)
+EVENT_RETRY_WINDOW_SECONDS = env.float("EVENT_RETRY_WINDOW_SECONDS", default=24 * 3600.0)
+# After a rotation, the old secret signs deliveries beside the new one this long.
+WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", default=24 * 3600.0)
+
 # The beat schedule lives here and nowhere else.
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "dispatch-due-events": {
+        "task": "events.tasks.dispatch_due_events",
+        "schedule": EVENT_DISPATCH_INTERVAL,
+        # A tick nobody ran in time is useless: the next one does its work.
+        "options": {"expires": max(1.0, 4 * EVENT_DISPATCH_INTERVAL)},
+    },
+}
 
 LOGGING = {
     "version": 1,

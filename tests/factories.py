@@ -21,7 +21,7 @@ from bots.models import (
 from bots.tokens import access_token_create
 from chat.keys import user_key_issue
 from chat.models import ChatConnection
-from events.models import Event, EventStatus
+from events.models import WAITING_STATUSES, Event, EventStatus
 from files.models import File, FileStatus, Passage
 
 
@@ -129,6 +129,9 @@ class EventFactory(factory.django.DjangoModelFactory[Event]):
     payload: Any = factory.LazyFunction(dict)
     status = EventStatus.PENDING
     due_at = factory.Faker("date_time", tzinfo=__import__("datetime").UTC)
+    next_attempt_at = factory.LazyAttribute(
+        lambda o: o.due_at if o.status in WAITING_STATUSES else None
+    )
 
 
 class FileFactory(factory.django.DjangoModelFactory[File]):

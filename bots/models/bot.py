@@ -28,6 +28,10 @@ class Bot(models.Model):
         help_text="Where events are delivered (http or https).",
     )
     signing_secret = models.CharField(max_length=100, default=new_signing_secret, editable=False)
+    # After a rotation, deliveries carry a signature with the old secret too
+    # until this moment, so a bot can switch secrets without refusing any.
+    previous_signing_secret = models.CharField(max_length=100, blank=True, editable=False)
+    previous_signing_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -1,10 +1,14 @@
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from django.db.models import Model, QuerySet
+from django_filters import FilterSet
 from rest_framework import serializers
 
 from platform_site.api.errors import InvalidQuery
 from platform_site.api.exception_handler import describe_validation_error
+
+ModelT = TypeVar("ModelT", bound=Model)
 
 
 def validate_query(serializer_class: type[serializers.Serializer], query: Mapping[str, Any]) -> Any:
@@ -15,3 +19,22 @@ def validate_query(serializer_class: type[serializers.Serializer], query: Mappin
     if not serializer.is_valid():
         raise InvalidQuery("; ".join(describe_validation_error(serializer.errors)))
     return serializer.validated_data
+
+
+def filter_query(
+    filterset_class: type[FilterSet], query: Mapping[str, Any], queryset: QuerySet[ModelT]
+) -> tuple[QuerySet[ModelT], dict[str, Any]]:
+    """`queryset` narrowed by a django-filter FilterSet, with the filters it
+    applied, or InvalidQuery naming each malformed parameter."""
+    filterset = filterset_class(data=dict(query.items()), queryset=queryset)
+    if not filterset.is_valid():
+        raise InvalidQuery(
+            "; ".join(
+                f"{name}: {message}"
+                for name, messages in filterset.errors.items()
+                for message in messages
+            )
+        )
+    cleaned = filterset.form.cleaned_data
+    applied = {name: value for name, value in cleaned.items() if value not in ("", None)}
+    return filterset.qs, applied

@@ -1,0 +1,147 @@
+"""Deliver claimed events: load them, POST them to their bots at once, and
+record every attempt with what it means for its event, in one transaction.
+
+Every write is fenced by the lease the events were claimed with: a delivery
+whose lease was taken over (its worker stalled past the lease) changes nothing
+but the record of its own attempts."""
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from events.backoff import next_attempt_time, parse_retry_after
+from events.models import FAILURE_REASON_MAX_LENGTH, AttemptOutcome, DeliveryAttempt, Event
+from events.models import EventStatus as Status
+from events.presenters import delivery_json
+from events.signing import bot_signing_secrets
+from events.verdicts import Verdict, judge
+from events.webhook_client import WebhookRequest, WebhookResult, post_all
+
+logger = logging.getLogger(__name__)
+
+LEASE_LOST = "lease lost"
+
+
+def events_deliver(*, lease: int, event_ids: Sequence[str]) -> Counter[str]:
+    """Deliver the events of `event_ids` that are still pending under `lease`;
+    answers how many ended in each status (`pending` for those to retry)."""
+    events = list(
+        Event.objects.filter(id__in=event_ids, lease=lease, status=Status.PENDING).select_related(
+            "bot"
+        )
+    )
+    tally: Counter[str] = Counter()
+    if len(events) < len(event_ids):
+        tally["skipped"] = len(event_ids) - len(events)
+    unreachable = [event for event in events if not event.bot.webhook_url]
+    if unreachable:
+        tally[Status.IGNORED] += _ignore(lease, unreachable)
+    events = [event for event in events if event.bot.webhook_url]
+    if not events:
+        return tally
+    now = timezone.now()
+    requests = [
+        WebhookRequest(
+            url=event.bot.webhook_url,
+            message_id=event.id,
+            body=json.dumps(delivery_json(event), separators=(",", ":"), ensure_ascii=False),
+            secrets=bot_signing_secrets(event.bot, now=now),
+        )
+        for event in events
+    ]
+    results = post_all(requests, timeout=settings.EVENT_DELIVERY_TIMEOUT)
+    tally.update(_record(lease, events, results))
+    return tally
+
+
+def _ignore(lease: int, events: list[Event]) -> int:
+    return Event.objects.filter(
+        id__in=[event.id for event in events], lease=lease, status=Status.PENDING
+    ).update(status=Status.IGNORED, next_attempt_at=None, updated_at=timezone.now())
+
+
+def _cut(reason: str) -> str:
+    return reason if len(reason) <= FAILURE_REASON_MAX_LENGTH else reason[:1999] + "…"
+
+
+@transaction.atomic
+def _record(lease: int, events: list[Event], results: list[WebhookResult]) -> Counter[str]:
+    now = timezone.now()
+    tally: Counter[str] = Counter()
+    attempts: list[DeliveryAttempt] = []
+    processed: list[str] = []
+    fenced = Event.objects.filter(lease=lease, status=Status.PENDING)
+    for event, result in zip(events, results, strict=True):
+        verdict = judge(result)
+        number = event.attempt_count + 1
+        first_attempt_at = event.first_attempt_at or result.started_at
+        retry_at = None
+        if verdict.outcome == AttemptOutcome.RETRY:
+            retry_at = next_attempt_time(
+                attempt_number=number,
+                first_attempt_at=first_attempt_at,
+                now=now,
+                retry_after=parse_retry_after(result.retry_after, now=now),
+            )
+        outcome = verdict.outcome
+        if outcome == AttemptOutcome.RETRY and retry_at is None:
+            outcome = AttemptOutcome.FAILED
+            verdict = Verdict(outcome, _gave_up(number, first_attempt_at, now, verdict.reason))
+        attempts.append(_attempt(event, number, result, outcome))
+        if outcome == AttemptOutcome.PROCESSED:
+            processed.append(event.id)
+            continue
+        status = Status.PENDING if outcome == AttemptOutcome.RETRY else Status.FAILED
+        updated = fenced.filter(id=event.id).update(
+            status=status,
+            next_attempt_at=retry_at,
+            failure_reason=None if retry_at else _cut(verdict.reason),
+            attempt_count=number,
+            first_attempt_at=first_attempt_at,
+            updated_at=now,
+        )
+        tally[status if updated else LEASE_LOST] += 1
+    if processed:
+        updated = fenced.filter(id__in=processed).update(
+            status=Status.PROCESSED,
+            next_attempt_at=None,
+            attempt_count=F("attempt_count") + 1,
+            first_attempt_at=Coalesce(F("first_attempt_at"), Value(now)),
+            updated_at=now,
+        )
+        tally[Status.PROCESSED] += updated
+        tally[LEASE_LOST] += len(processed) - updated
+    DeliveryAttempt.objects.bulk_create(attempts)
+    if tally[LEASE_LOST]:
+        logger.warning("%d deliveries ended after another worker took them", tally[LEASE_LOST])
+    return +tally
+
+
+def _attempt(
+    event: Event, number: int, result: WebhookResult, outcome: AttemptOutcome
+) -> DeliveryAttempt:
+    return DeliveryAttempt(
+        event=event,
+        bot_id=event.bot_id,
+        number=number,
+        started_at=result.started_at,
+        duration_ms=result.duration_ms,
+        url=event.bot.webhook_url,
+        status_code=result.status_code,
+        error=result.error[:500],
+        response_excerpt=result.response_excerpt,
+        outcome=outcome,
+    )
+
+
+def _gave_up(attempts: int, first_attempt_at: datetime, now: datetime, last: str) -> str:
+    hours = (now - first_attempt_at).total_seconds() / 3600
+    return f"Gave up after {attempts} attempts over {hours:.1f} h. Last attempt: {last}"

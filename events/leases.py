@@ -1,0 +1,16 @@
+"""Leases: a claim on an event for one delivery, named by a random number and
+ending at `next_attempt_at`, after which the dispatcher may claim it again."""
+
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+
+
+def new_lease() -> int:
+    """A lease id: random, so that claims by different processes never share one."""
+    return secrets.randbits(62) + 1
+
+
+def lease_end(now: datetime) -> datetime:
+    return now + timedelta(seconds=settings.EVENT_LEASE_SECONDS)

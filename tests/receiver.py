@@ -1,0 +1,106 @@
+"""A local HTTP server standing in for a bot's webhook receiver: it records
+every request and answers from a script (200 by default)."""
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    at: float  # time.time() when the request was read
+
+    def json(self) -> Any:
+        import json
+
+        return json.loads(self.body)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int = 200
+    body: bytes = b"ok"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds to wait before answering
+
+
+class Receiver:
+    def __init__(self) -> None:
+        self.requests: list[Received] = []
+        self._script: deque[Answer] = deque()
+        self._lock = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+                length = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(length)
+                answer = receiver._record(
+                    Received(self.path, dict(self.headers.items()), body, time.time())
+                )
+                if answer.delay:
+                    time.sleep(answer.delay)
+                self.send_response(answer.status)
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(answer.body)))
+                self.end_headers()
+                self.wfile.write(answer.body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/webhook"
+
+    def _record(self, received: Received) -> Answer:
+        with self._lock:
+            self.requests.append(received)
+            answer = self._script.popleft() if self._script else Answer()
+            self._lock.notify_all()
+            return answer
+
+    def answer(self, *answers: Answer) -> None:
+        """Answer the next requests with these, in order; then 200 again."""
+        with self._lock:
+            self._script.extend(answers)
+
+    def wait_for(self, count: int, timeout: float = 20.0) -> list[Received]:
+        """The first `count` requests, waiting for them up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while len(self.requests) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(
+                        f"expected {count} requests, got {len(self.requests)} in {timeout} s"
+                    )
+                self._lock.wait(left)
+            return list(self.requests[:count])
+
+    def for_event(self, event_id: str) -> list[Received]:
+        with self._lock:
+            return [r for r in self.requests if r.headers.get("webhook-id") == event_id]
+
+
+@contextmanager
+def running_receiver() -> Iterator[Receiver]:
+    receiver = Receiver()
+    thread = threading.Thread(target=receiver.server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.server.shutdown()
+        receiver.server.server_close()
