@@ -113,6 +113,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;"
         ),
     }
+    # A file, not memory: the worker processes that integration tests start
+    # must see the same test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_platform.sqlite3")}
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=600)
     # Off by default: a check costs every request a round trip and a
