@@ -1,7 +1,9 @@
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db import models
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from bots.models import (
     AccessToken,
@@ -16,6 +18,7 @@ from bots.models import (
     Workflow,
     Workspace,
 )
+from bots.services import bot_signing_secret_rotate
 
 # A URL typed without a scheme means https (Django 6's default, chosen now).
 URL_FIELDS: dict[type[models.Field], dict[str, Any]] = {models.URLField: {"assume_scheme": "https"}}
@@ -87,10 +90,31 @@ class BotAdmin(admin.ModelAdmin):
     list_filter = ["dev", ("deployed_at", admin.EmptyFieldListFilter), "created_at"]
     search_fields = ["name", "id", "workspace__name", "workspace__id"]
     list_select_related = ["workspace"]
-    readonly_fields = ["id", "created_at", "updated_at"]
+    readonly_fields = [
+        "id",
+        "signing_secret",
+        "previous_signing_secret_expires_at",
+        "created_at",
+        "updated_at",
+    ]
     autocomplete_fields = ["workspace"]
     inlines = [InstallationInline]
     formfield_overrides = URL_FIELDS
+    actions = ["rotate_signing_secret"]
+
+    @admin.action(
+        description="Rotate the webhook signing secret (the old one signs too for a while)",
+        permissions=["change"],
+    )
+    def rotate_signing_secret(self, request: HttpRequest, queryset: QuerySet[Bot]) -> None:
+        for bot in queryset:
+            bot_signing_secret_rotate(bot=bot)
+        self.message_user(
+            request,
+            f"Rotated the signing secret of {len(queryset)} bot(s). Deliveries carry a "
+            "signature with the previous secret too until the time shown on each bot.",
+            messages.SUCCESS,
+        )
 
 
 @admin.register(Integration)

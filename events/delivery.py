@@ -109,6 +109,15 @@ def _record(lease: int, events: list[Event], results: list[WebhookResult]) -> Co
             updated_at=now,
         )
         tally[status if updated else LEASE_LOST] += 1
+        logger.info(
+            "%s to %s: attempt %d %s",
+            event.id,
+            event.bot_id,
+            number,
+            f"failed, retry at {retry_at.isoformat()}: {verdict.reason}"
+            if retry_at
+            else f"failed for good: {verdict.reason}",
+        )
     if processed:
         updated = fenced.filter(id__in=processed).update(
             status=Status.PROCESSED,

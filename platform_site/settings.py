@@ -201,6 +201,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(_processed_dir),
         "control_folder": str(_control_dir),
         "store_processed": False,
+        # The worker looks for new message files this often (kombu's default: 1 s).
+        "polling_interval": 0.1,
     }
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
@@ -249,5 +251,11 @@ LOGGING = {
         # Our handler logs every error with its id; Django's duplicate would
         # print the same failure twice without the id.
         "django.request": {"level": "CRITICAL", "propagate": True},
+        # Beat sends a dispatcher tick four times a second, and deliveries run
+        # by the thousand: one line each would drown the log. Failures are
+        # still logged (at ERROR by Celery, and by the delivery code itself).
+        "celery.beat": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
     },
 }
