@@ -33,11 +33,10 @@ LEASE_LOST = "lease lost"
 def events_deliver(*, lease: int, event_ids: Sequence[str]) -> Counter[str]:
     """Deliver the events of `event_ids` that are still pending under `lease`;
     answers how many ended in each status (`pending` for those to retry)."""
-    events = list(
-        Event.objects.filter(id__in=event_ids, lease=lease, status=Status.PENDING).select_related(
-            "bot"
-        )
-    )
+    held = Event.objects.filter(id__in=event_ids, lease=lease)
+    # Claimed ahead, a scheduled event stays cancelable until this moment.
+    held.filter(status=Status.SCHEDULED).update(status=Status.PENDING, updated_at=timezone.now())
+    events = list(held.filter(status=Status.PENDING).select_related("bot"))
     tally: Counter[str] = Counter()
     if len(events) < len(event_ids):
         tally["skipped"] = len(event_ids) - len(events)

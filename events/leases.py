@@ -12,5 +12,10 @@ def new_lease() -> int:
     return secrets.randbits(62) + 1
 
 
-def lease_end(now: datetime) -> datetime:
-    return now + timedelta(seconds=settings.EVENT_LEASE_SECONDS)
+def lease_duration() -> timedelta:
+    return timedelta(seconds=settings.EVENT_LEASE_SECONDS)
+
+
+def lease_end(start: datetime) -> datetime:
+    """When a lease taken for an attempt due at `start` ends."""
+    return start + lease_duration()

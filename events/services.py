@@ -169,7 +169,7 @@ def event_record(
         integration=references.integration,
     )
     if due_now:
-        transaction.on_commit(partial(enqueue_deliveries, lease, [event.id]))
+        transaction.on_commit(partial(enqueue_deliveries, lease, [(event.id, now)]))
     return event
 
 
@@ -208,5 +208,5 @@ def events_retry(*, event_ids: Sequence[str]) -> int:
             first_attempt_at=None,
             updated_at=now,
         )
-        transaction.on_commit(partial(enqueue_deliveries, lease, retried))
+        transaction.on_commit(partial(enqueue_deliveries, lease, [(id, now) for id in retried]))
     return len(retried)

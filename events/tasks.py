@@ -4,10 +4,12 @@ many workers at once without delivering an event twice."""
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from events.delivery import events_deliver
@@ -26,9 +28,9 @@ def dispatch_due_events() -> int:
     claimed = 0
     while True:
         claim = events_claim_due(limit=settings.EVENT_DISPATCH_BATCH)
-        enqueue_deliveries(claim.lease, claim.event_ids)
-        claimed += len(claim.event_ids)
-        if len(claim.event_ids) < settings.EVENT_DISPATCH_BATCH or time.monotonic() > deadline:
+        enqueue_deliveries(claim.lease, claim.due)
+        claimed += len(claim.due)
+        if len(claim.due) < settings.EVENT_DISPATCH_BATCH or time.monotonic() > deadline:
             return claimed
 
 
@@ -43,18 +45,34 @@ def deliver_events(lease: int, event_ids: list[str]) -> dict[str, int]:
     return dict(events_deliver(lease=lease, event_ids=event_ids))
 
 
-def enqueue_deliveries(lease: int, event_ids: Sequence[str]) -> None:
-    """Enqueue the delivery of claimed events, in chunks. Call it after the
-    claim committed. If the broker cannot take them, the events wait for
-    their lease to end and the dispatcher claims them again."""
-    chunk = settings.EVENT_DELIVERY_CHUNK
-    for start in range(0, len(event_ids), chunk):
+def enqueue_deliveries(lease: int, due: Sequence[tuple[str, datetime]]) -> None:
+    """Enqueue the delivery of claimed events, given with their due times in
+    order, in chunks of events due close together; a chunk not due yet runs
+    at the ETA of its last event, a moment away (within the look-ahead). Call
+    it after the claim committed. If the broker cannot take them, the events
+    wait for their lease to end and the dispatcher claims them again."""
+    now = timezone.now()
+    for chunk in _chunks(due):
+        last_due = chunk[-1][1]
         try:
-            deliver_events.delay(lease, list(event_ids[start : start + chunk]))
+            args = (lease, [event_id for event_id, _ in chunk])
+            if last_due > now:
+                deliver_events.apply_async(args, eta=last_due)
+            else:
+                deliver_events.apply_async(args)
         except OperationalError:
             logger.warning(
-                "The broker refused %d deliveries; they are retried when their lease ends",
-                len(event_ids) - start,
+                "The broker refused deliveries; they are retried when their lease ends",
                 exc_info=True,
             )
             return
+
+
+def _chunks(due: Sequence[tuple[str, datetime]]) -> Iterator[Sequence[tuple[str, datetime]]]:
+    size = settings.EVENT_DELIVERY_CHUNK
+    span = timedelta(seconds=settings.EVENT_DELIVERY_CHUNK_SPAN)
+    start = 0
+    for end in range(1, len(due) + 1):
+        if end == len(due) or end - start == size or due[end][1] - due[start][1] > span:
+            yield due[start:end]
+            start = end

@@ -217,6 +217,12 @@ CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="platform")
 
 # Event delivery. The database says what is due; beat only wakes the dispatcher.
 EVENT_DISPATCH_INTERVAL = env.float("EVENT_DISPATCH_INTERVAL", default=0.25)  # seconds
+# A tick claims what falls due within this many seconds (more than one tick
+# interval) and hands it to a worker with an ETA, so a delivery starts on time.
+EVENT_DISPATCH_LOOKAHEAD = env.float("EVENT_DISPATCH_LOOKAHEAD", default=2.0)
+# Events of one delivery task fall due within this many seconds of each other;
+# the task runs when the last of them is due.
+EVENT_DELIVERY_CHUNK_SPAN = env.float("EVENT_DELIVERY_CHUNK_SPAN", default=0.05)
 # Rows claimed per SELECT … FOR UPDATE SKIP LOCKED, and events per delivery task.
 EVENT_DISPATCH_BATCH = env.int("EVENT_DISPATCH_BATCH", default=1000)
 EVENT_DELIVERY_CHUNK = env.int("EVENT_DELIVERY_CHUNK", default=100)
