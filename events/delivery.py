@@ -127,9 +127,15 @@ def _record(lease: int, events: list[Event], results: list[WebhookResult]) -> Co
         )
         tally[Status.PROCESSED] += updated
         tally[LEASE_LOST] += len(processed) - updated
-    DeliveryAttempt.objects.bulk_create(attempts)
     if tally[LEASE_LOST]:
+        # Taken over by another worker, or deleted with their bot meanwhile:
+        # the attempts of events that still exist are kept.
         logger.warning("%d deliveries ended after another worker took them", tally[LEASE_LOST])
+        alive = set(
+            Event.objects.filter(id__in=[a.event_id for a in attempts]).values_list("id", flat=True)
+        )
+        attempts = [a for a in attempts if a.event_id in alive]
+    DeliveryAttempt.objects.bulk_create(attempts)
     return +tally
 
 
