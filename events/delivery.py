@@ -103,6 +103,9 @@ def _record(lease: int, events: list[Event], results: list[WebhookResult]) -> Co
             status=status,
             next_attempt_at=retry_at,
             failure_reason=None if retry_at else _cut(verdict.reason),
+            # A retry waits unclaimed until the dispatcher claims it again, so
+            # this delivery, should it run twice, cannot jump the backoff.
+            lease=0 if retry_at else lease,
             attempt_count=number,
             first_attempt_at=first_attempt_at,
             updated_at=now,
@@ -158,4 +161,5 @@ def _attempt(
 
 def _gave_up(attempts: int, first_attempt_at: datetime, now: datetime, last: str) -> str:
     hours = (now - first_attempt_at).total_seconds() / 3600
-    return f"Gave up after {attempts} attempts over {hours:.1f} h. Last attempt: {last}"
+    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    return f"Gave up after {tries} over {hours:.1f} h. Last attempt: {last}"

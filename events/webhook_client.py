@@ -138,7 +138,11 @@ async def _post_one(
                     started_at=started_at,
                     duration_ms=elapsed(),
                     status_code=response.status,
-                    response_excerpt=excerpt.decode("utf-8", errors="replace"),
+                    # NUL as well: PostgreSQL text cannot hold it, and a
+                    # compressed or binary answer is full of them.
+                    response_excerpt=excerpt.decode("utf-8", errors="replace").replace(
+                        "\x00", "\ufffd"
+                    ),
                     retry_after=response.headers.get("Retry-After"),
                 )
         except TimeoutError:
@@ -148,7 +152,7 @@ async def _post_one(
                 failure=Failure.TIMEOUT,
                 error=f"No response within {timeout.total:g} s",
             )
-        except aiohttp.InvalidURL as exc:
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
             return WebhookResult(
                 started_at=started_at,
                 duration_ms=elapsed(),

@@ -1,0 +1,349 @@
+"""Claiming due events: what is due, in which order, how many, under which
+lease; dispatchers running at once; and the beat tick that hands claims to
+delivery tasks."""
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from kombu.exceptions import OperationalError
+
+from events import tasks
+from events.delivery import events_deliver
+from events.dispatch import events_claim_due
+from events.models import DeliveryAttempt, Event, EventStatus
+from platform_site.celery import app
+from tests.factories import EventFactory
+from tests.receiver import Receiver, running_receiver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def engine_settings(settings):
+    settings.EVENT_LEASE_SECONDS = 60.0
+    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
+    settings.EVENT_DELIVERY_TIMEOUT = 5.0
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with running_receiver() as running:
+        yield running
+
+
+@pytest.fixture
+def eager() -> Iterator[None]:
+    """Tasks run in this process when they are sent, as a worker would run them."""
+    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = True
+    app.conf.task_eager_propagates = True
+    try:
+        yield
+    finally:
+        app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+def ago(seconds: float) -> datetime:
+    return timezone.now() - timedelta(seconds=seconds)
+
+
+def due(bot: Any, seconds_ago: float, status: str = EventStatus.SCHEDULED) -> Event:
+    """A scheduled event (or one waiting for a retry) due `seconds_ago` seconds ago."""
+    return EventFactory(bot=bot, status=status, due_at=ago(seconds_ago))
+
+
+def end_lease(event_id: str) -> None:
+    """As if the lease on the event ran out."""
+    Event.objects.filter(id=event_id).update(next_attempt_at=ago(1))
+
+
+# --- what is claimed ------------------------------------------------------------------
+
+
+def test_claims_earliest_first(bot):
+    late = due(bot, 10)
+    earliest = due(bot, 30)
+    middle = due(bot, 20)
+    retry = due(bot, 25, status=EventStatus.PENDING)
+    claim = events_claim_due(limit=10)
+    assert claim.event_ids == [earliest.id, retry.id, middle.id, late.id]
+    assert [when for _, when in claim.due] == [
+        e.next_attempt_at for e in (earliest, retry, middle, late)
+    ]
+
+
+def test_a_claim_leases_without_changing_the_status(bot):
+    scheduled, retry = due(bot, 5), due(bot, 5, status=EventStatus.PENDING)
+    before = timezone.now()
+    claim = events_claim_due(limit=10)
+    after = timezone.now()
+    assert claim.lease > 0
+    rows = {row.id: row for row in Event.objects.all()}
+    assert rows[scheduled.id].status == EventStatus.SCHEDULED
+    assert rows[retry.id].status == EventStatus.PENDING
+    for row in rows.values():
+        assert row.lease == claim.lease
+        assert row.next_attempt_at is not None
+        # the lease runs from now, the event being overdue
+        assert before + timedelta(seconds=60) <= row.next_attempt_at
+        assert row.next_attempt_at <= after + timedelta(seconds=60)
+
+
+def test_claims_at_most_the_limit(bot):
+    events = [due(bot, 50 - i) for i in range(5)]
+    first = events_claim_due(limit=2)
+    second = events_claim_due(limit=2)
+    third = events_claim_due(limit=2)
+    assert first.event_ids == [events[0].id, events[1].id]
+    assert second.event_ids == [events[2].id, events[3].id]
+    assert third.event_ids == [events[4].id]
+    assert len({first.lease, second.lease, third.lease}) == 3
+    assert events_claim_due(limit=2).event_ids == []
+
+
+def test_an_empty_claim(bot):
+    claim = events_claim_due(limit=10)
+    assert claim.event_ids == []
+    assert claim.due == []
+
+
+def test_scheduled_events_not_yet_due_are_not_claimed(bot):
+    later = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-3600))
+    retry_later = EventFactory(bot=bot, status=EventStatus.PENDING, due_at=ago(-60))
+    assert events_claim_due(limit=10).event_ids == []
+    for event in (later, retry_later):
+        row = Event.objects.get(id=event.id)
+        assert row.lease == 0
+        assert row.next_attempt_at == event.next_attempt_at
+
+
+def test_an_event_due_within_the_look_ahead_is_claimed_for_its_due_time(bot, settings):
+    due_at = ago(-1)
+    soon = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=due_at)
+    assert events_claim_due(limit=10, lookahead=0).event_ids == []
+    settings.EVENT_DISPATCH_LOOKAHEAD = 0.0
+    assert events_claim_due(limit=10).event_ids == []
+    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
+    claim = events_claim_due(limit=10)
+    assert claim.due == [(soon.id, soon.next_attempt_at)]
+    row = Event.objects.get(id=soon.id)
+    assert row.status == EventStatus.SCHEDULED
+    # the lease runs from the event's due time, not from the claim
+    assert row.next_attempt_at == due_at + timedelta(seconds=60)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [EventStatus.PROCESSED, EventStatus.FAILED, EventStatus.IGNORED, EventStatus.CANCELED],
+    ids=str,
+)
+def test_finished_events_are_never_claimed(bot, status):
+    EventFactory(bot=bot, status=status, due_at=ago(3600))
+    assert events_claim_due(limit=10).event_ids == []
+
+
+def test_claims_span_bots(bot):
+    other = EventFactory(status=EventStatus.SCHEDULED, due_at=ago(20))
+    ours = due(bot, 10)
+    assert events_claim_due(limit=10).event_ids == [other.id, ours.id]
+
+
+# --- leases ---------------------------------------------------------------------------
+
+
+def test_a_claimed_event_is_not_claimed_again_until_its_lease_ends(bot, receiver):
+    bot.webhook_url = receiver.url
+    bot.save(update_fields=["webhook_url"])
+    event = due(bot, 5)
+    first = events_claim_due(limit=10)
+    assert first.event_ids == [event.id]
+    assert events_claim_due(limit=10).event_ids == []
+    assert events_claim_due(limit=10, lookahead=30).event_ids == []
+
+    end_lease(event.id)
+    second = events_claim_due(limit=10)
+    assert second.event_ids == [event.id]
+    assert second.lease != first.lease
+    assert Event.objects.get(id=event.id).lease == second.lease
+
+    # The first claim's delivery, late, finds its lease gone: nothing is sent.
+    before = Event.objects.filter(id=event.id).values().get()
+    assert events_deliver(lease=first.lease, event_ids=[event.id]) == {"skipped": 1}
+    assert receiver.requests == []
+    assert Event.objects.filter(id=event.id).values().get() == before
+    assert not DeliveryAttempt.objects.exists()
+
+    assert events_deliver(lease=second.lease, event_ids=[event.id]) == {"processed": 1}
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [event.id]
+
+
+# --- dispatchers at once ----------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_dispatchers_at_once_never_claim_the_same_event(bot):
+    past = ago(60)
+    Event.objects.bulk_create(
+        Event(
+            bot=bot,
+            type="t",
+            status=EventStatus.SCHEDULED,
+            due_at=past + timedelta(milliseconds=i),
+            next_attempt_at=past + timedelta(milliseconds=i),
+        )
+        for i in range(300)
+    )
+    everything = set(Event.objects.values_list("id", flat=True))
+    start = threading.Barrier(2)
+    claimed: dict[str, list[list[str]]] = {"a": [], "b": []}
+    leases: dict[str, list[int]] = {"a": [], "b": []}
+    errors: list[BaseException] = []
+
+    def dispatcher(name: str) -> None:
+        try:
+            start.wait(timeout=10)
+            for _ in range(100):
+                claim = events_claim_due(limit=50)
+                if not claim.event_ids:
+                    return
+                claimed[name].append(claim.event_ids)
+                leases[name].append(claim.lease)
+        except BaseException as exc:  # reported in the test's thread
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=dispatcher, args=(name,)) for name in claimed]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+
+    a = [event_id for batch in claimed["a"] for event_id in batch]
+    b = [event_id for batch in claimed["b"] for event_id in batch]
+    assert len(a) == len(set(a)) and len(b) == len(set(b))
+    assert set(a).isdisjoint(b)
+    assert set(a) | set(b) == everything
+    assert all(len(batch) <= 50 for batch in claimed["a"] + claimed["b"])
+    # Every event holds the lease of the claim that took it.
+    holder = dict(Event.objects.values_list("id", "lease"))
+    for name in claimed:
+        for batch, lease in zip(claimed[name], leases[name], strict=True):
+            assert {holder[event_id] for event_id in batch} == {lease}
+
+
+# --- the beat tick ------------------------------------------------------------------------
+
+
+def test_the_tick_delivers_each_due_event_exactly_once(bot, receiver, settings, eager):
+    settings.EVENT_DISPATCH_BATCH = 2
+    settings.EVENT_DELIVERY_CHUNK = 2
+    bot.webhook_url = receiver.url
+    bot.save(update_fields=["webhook_url"])
+    overdue = [due(bot, 30 - i) for i in range(5)]
+    retry = due(bot, 3, status=EventStatus.PENDING)
+    later = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-3600))
+    finished = EventFactory(bot=bot, status=EventStatus.PROCESSED, due_at=ago(30))
+
+    assert tasks.dispatch_due_events() == 6
+    delivered = [*overdue, retry]
+    assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(
+        e.id for e in delivered
+    )
+    statuses = dict(Event.objects.values_list("id", "status"))
+    assert {statuses[e.id] for e in delivered} == {EventStatus.PROCESSED}
+    assert statuses[later.id] == EventStatus.SCHEDULED
+    assert statuses[finished.id] == EventStatus.PROCESSED
+    assert DeliveryAttempt.objects.count() == 6
+
+    # The next tick finds nothing to do.
+    assert tasks.dispatch_due_events() == 0
+    assert len(receiver.requests) == 6
+
+
+def test_an_event_created_due_now_is_delivered_once_its_row_is_committed(
+    runtime_client, bot, receiver, eager, django_capture_on_commit_callbacks
+):
+    bot.webhook_url = receiver.url
+    bot.save(update_fields=["webhook_url"])
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = runtime_client().post(
+            "/v1/chat/events", {"type": "t", "payload": {}}, format="json"
+        )
+        assert receiver.requests == []  # not before the commit
+    assert len(callbacks) == 1
+    event_id = response.json()["event"]["id"]
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [event_id]
+    assert Event.objects.get(id=event_id).status == EventStatus.PROCESSED
+    # Nothing is left for the dispatcher.
+    assert tasks.dispatch_due_events() == 0
+    assert len(receiver.requests) == 1
+
+
+def test_a_scheduled_event_created_is_not_enqueued(
+    runtime_client, bot, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = runtime_client().post(
+            "/v1/chat/events",
+            {"type": "t", "payload": {}, "schedule": {"delay": 60_000}},
+            format="json",
+        )
+    assert response.status_code == 201
+    assert callbacks == []
+
+
+class Sent:
+    """Stands in for deliver_events.apply_async and records what was sent."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def __call__(self, args: tuple[Any, ...], **options: Any) -> None:
+        self.calls.append((args, options))
+
+
+def test_the_tick_hands_claims_over_in_chunks_with_an_eta_when_not_yet_due(
+    bot, settings, monkeypatch
+):
+    settings.EVENT_DELIVERY_CHUNK = 2
+    settings.EVENT_DELIVERY_CHUNK_SPAN = 0.05
+    sent = Sent()
+    monkeypatch.setattr(tasks.deliver_events, "apply_async", sent)
+    # Three due together (within the span), then one a moment ahead.
+    base = ago(10)
+    overdue = [
+        EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=base + timedelta(milliseconds=i))
+        for i in range(3)
+    ]
+    soon = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-1.5))
+
+    assert tasks.dispatch_due_events() == 4
+    lease = Event.objects.get(id=soon.id).lease
+    assert sent.calls == [
+        ((lease, [overdue[0].id, overdue[1].id]), {}),
+        ((lease, [overdue[2].id]), {}),
+        ((lease, [soon.id]), {"eta": soon.due_at}),
+    ]
+
+
+def test_a_broker_that_refuses_leaves_the_events_to_be_claimed_again(bot, monkeypatch):
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("broker down")
+
+    monkeypatch.setattr(tasks.deliver_events, "apply_async", refuse)
+    event = due(bot, 5)
+    assert tasks.dispatch_due_events() == 1
+    row = Event.objects.get(id=event.id)
+    assert row.status == EventStatus.SCHEDULED
+    assert row.lease != 0
+    assert events_claim_due(limit=10).event_ids == []
+    end_lease(event.id)
+    assert events_claim_due(limit=10).event_ids == [event.id]
