@@ -34,12 +34,13 @@ def dispatch_due_events() -> int:
             return claimed
 
 
-# A delivery still running when its lease ends has lost its events to another
-# worker: stop it there rather than let it finish work that will be redone.
+# A delivery still running when a tick may claim its events again (the look-
+# ahead before its lease ends) has lost them to another worker: stop it there
+# rather than let it finish work that will be redone.
 @shared_task(
     name="events.tasks.deliver_events",
     ignore_result=True,
-    time_limit=settings.EVENT_LEASE_SECONDS,
+    time_limit=max(1.0, settings.EVENT_LEASE_SECONDS - settings.EVENT_DISPATCH_LOOKAHEAD),
 )
 def deliver_events(lease: int, event_ids: list[str]) -> dict[str, int]:
     return dict(events_deliver(lease=lease, event_ids=event_ids))

@@ -32,6 +32,12 @@ class Answer:
     delay: float = 0.0  # seconds to wait before answering
 
 
+class _Server(ThreadingHTTPServer):
+    # Deliveries arrive a hundred at once; with http.server's backlog of 5 the
+    # kernel would drop connections and the clients retry them seconds later.
+    request_queue_size = 256
+
+
 class Receiver:
     def __init__(self) -> None:
         self.requests: list[Received] = []
@@ -60,7 +66,7 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         # A client that gave up (a delivery timeout) resets the connection;
         # that is the test working, not a failure worth a trace.

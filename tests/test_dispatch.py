@@ -347,3 +347,12 @@ def test_a_broker_that_refuses_leaves_the_events_to_be_claimed_again(bot, monkey
     assert events_claim_due(limit=10).event_ids == []
     end_lease(event.id)
     assert events_claim_due(limit=10).event_ids == [event.id]
+
+
+def test_a_lease_too_short_for_a_delivery_is_reported_by_the_system_check(settings):
+    from events.checks import lease_outlasts_a_delivery
+
+    assert lease_outlasts_a_delivery() == []
+    settings.EVENT_LEASE_SECONDS = 10.0
+    [warning] = lease_outlasts_a_delivery()
+    assert warning.id == "events.W001"
