@@ -13,14 +13,7 @@ def event_json(event: Event) -> dict[str, Any]:
         "status": event.status,
         "failureReason": event.failure_reason,
     }
-    for name, value in (
-        ("conversationId", event.conversation_id),
-        ("userId", event.user_id),
-        ("messageId", event.message_id),
-    ):
-        if value is not None:
-            body[name] = value
-    return body
+    return body | _links(event)
 
 
 def delivery_json(event: Event) -> dict[str, Any]:
@@ -32,12 +25,17 @@ def delivery_json(event: Event) -> dict[str, Any]:
         "createdAt": format_timestamp(event.created_at),
         "payload": event.payload,
     }
-    for name, value in (
-        ("conversationId", event.conversation_id),
-        ("userId", event.user_id),
-        ("messageId", event.message_id),
-        ("workflowId", event.workflow_id),
-    ):
-        if value is not None:
-            body[name] = value
-    return body
+    links = _links(event)
+    if event.workflow_id is not None:
+        links["workflowId"] = event.workflow_id
+    return body | links
+
+
+def _links(event: Event) -> dict[str, str]:
+    """The ids an event is linked to, those that are set."""
+    linked = {
+        "conversationId": event.conversation_id,
+        "userId": event.user_id,
+        "messageId": event.message_id,
+    }
+    return {name: value for name, value in linked.items() if value is not None}

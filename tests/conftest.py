@@ -1,4 +1,4 @@
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -6,6 +6,7 @@ from rest_framework.test import APIClient
 
 from bots.models import Bot, Role, Workspace
 from tests.factories import BotFactory, WorkspaceFactory, member_token
+from tests.receiver import Receiver, running_receiver
 
 
 def runtime_api(token: str, bot_id: str) -> APIClient:
@@ -35,6 +36,21 @@ def workspace(db: Any) -> Workspace:
 @pytest.fixture
 def bot(workspace: Workspace) -> Bot:
     return BotFactory(workspace=workspace)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A local HTTP server standing in for a bot's webhook receiver."""
+    with running_receiver() as running:
+        yield running
+
+
+@pytest.fixture
+def hooked(bot: Bot, receiver: Receiver) -> Bot:
+    """The bot, with the receiver as its webhook."""
+    bot.webhook_url = receiver.url
+    bot.save(update_fields=["webhook_url"])
+    return bot
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ the record of every attempt, and the lease that fences every write."""
 import gzip
 import json
 import socket
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -29,7 +28,7 @@ from tests.factories import (
     UserFactory,
     WorkflowFactory,
 )
-from tests.receiver import Answer, Receiver, running_receiver
+from tests.receiver import Answer, running_receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -42,20 +41,6 @@ def engine_settings(settings):
     settings.EVENT_RETRY_MAX_DELAY_SECONDS = 7200.0
     settings.EVENT_RETRY_WINDOW_SECONDS = 24 * 3600.0
     settings.WEBHOOK_SECRET_OVERLAP_SECONDS = 24 * 3600.0
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as running:
-        yield running
-
-
-@pytest.fixture
-def hooked(bot: Bot, receiver: Receiver) -> Bot:
-    """The bot, with the receiver as its webhook."""
-    bot.webhook_url = receiver.url
-    bot.save(update_fields=["webhook_url"])
-    return bot
 
 
 def record(bot: Bot, **fields: Any) -> Event:

@@ -6,7 +6,6 @@ Waits poll the database; nothing here asserts on speed."""
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +17,7 @@ from bots.models import Bot
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.services import event_create
 from tests.factories import BotFactory
-from tests.receiver import Answer, Received, Receiver, running_receiver
+from tests.receiver import Answer, Received
 from tests.worker import Workers, celery_queue, wait_until, workers
 
 __all__ = ["celery_queue", "workers"]  # fixtures, used by name
@@ -29,19 +28,6 @@ URL = "/v1/chat/events"
 # The receiver's clock and the worker's are the same clock, read at different
 # moments and rounded differently: allow this much.
 CLOCK_TOLERANCE = 0.05
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as running:
-        yield running
-
-
-@pytest.fixture
-def webhook_bot(bot: Bot, receiver: Receiver) -> Bot:
-    bot.webhook_url = receiver.url
-    bot.save(update_fields=["webhook_url"])
-    return bot
 
 
 def create_event(client: Any, schedule: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -89,7 +75,7 @@ def assert_signed_by(bot: Bot, request: Received, event_id: str) -> None:
 
 
 def test_an_event_due_now_is_delivered_once_signed_and_processed(
-    runtime_client, webhook_bot, receiver, workers
+    runtime_client, hooked, receiver, workers
 ):
     # No beat: an event due now is enqueued when created, not found by a tick.
     workers.start(beat=False)
@@ -99,7 +85,7 @@ def test_an_event_due_now_is_delivered_once_signed_and_processed(
     assert created["status"] == EventStatus.PENDING
 
     [request] = receiver.wait_for(1, timeout=30)
-    assert_signed_by(webhook_bot, request, created["id"])
+    assert_signed_by(hooked, request, created["id"])
     assert request.json()["payload"] == {"order": 42}
     wait_for_status(created["id"], EventStatus.PROCESSED, workers)
     event = get_event(client, created["id"])
@@ -112,7 +98,7 @@ def test_an_event_due_now_is_delivered_once_signed_and_processed(
 
 
 def test_scheduled_events_are_delivered_once_due_and_not_before(
-    runtime_client, webhook_bot, receiver, workers
+    runtime_client, hooked, receiver, workers
 ):
     workers.start()
     client = runtime_client()
@@ -135,13 +121,13 @@ def test_scheduled_events_are_delivered_once_due_and_not_before(
         assert request.at >= event.due_at.timestamp() - CLOCK_TOLERANCE, (
             f"delivered {event.due_at.timestamp() - request.at:.3f} s before it was due"
         )
-        assert_signed_by(webhook_bot, request, created["id"])
+        assert_signed_by(hooked, request, created["id"])
         assert get_event(client, created["id"])["status"] == "processed"
         assert len(attempts_of(created["id"])) == 1
 
 
 def test_a_5xx_is_retried_with_the_same_webhook_id_until_it_succeeds(
-    runtime_client, webhook_bot, receiver, workers
+    runtime_client, hooked, receiver, workers
 ):
     receiver.answer(Answer(500, b"try later"))
     workers.start()
@@ -151,7 +137,7 @@ def test_a_5xx_is_retried_with_the_same_webhook_id_until_it_succeeds(
     event = wait_for_status(created["id"], EventStatus.PROCESSED, workers)
     first, second = receiver.for_event(created["id"])
     for request in (first, second):
-        assert_signed_by(webhook_bot, request, created["id"])
+        assert_signed_by(hooked, request, created["id"])
     assert first.body == second.body
     assert [(a.number, a.status_code, a.outcome) for a in attempts_of(event.id)] == [
         (1, 500, AttemptOutcome.RETRY),
@@ -161,10 +147,10 @@ def test_a_5xx_is_retried_with_the_same_webhook_id_until_it_succeeds(
 
 
 def test_a_4xx_fails_with_its_reason_and_a_bot_without_webhook_ignores(
-    runtime_client, webhook_bot, receiver, workers
+    runtime_client, hooked, receiver, workers
 ):
     receiver.answer(Answer(422, b"unknown event type"))
-    no_webhook = BotFactory(workspace=webhook_bot.workspace, webhook_url="")
+    no_webhook = BotFactory(workspace=hooked.workspace, webhook_url="")
     workers.start()
 
     refused = create_event(runtime_client())
@@ -186,9 +172,7 @@ def test_a_4xx_fails_with_its_reason_and_a_bot_without_webhook_ignores(
     assert len(receiver.requests) == 1
 
 
-def test_a_canceled_scheduled_event_is_never_delivered(
-    runtime_client, webhook_bot, receiver, workers
-):
+def test_a_canceled_scheduled_event_is_never_delivered(runtime_client, hooked, receiver, workers):
     workers.start()
     client = runtime_client()
     # Due beyond the dispatcher's look-ahead: canceled before any claim.
@@ -221,7 +205,7 @@ def test_a_canceled_scheduled_event_is_never_delivered(
 
 
 def test_an_event_held_by_a_killed_worker_is_delivered_after_its_lease_ends(
-    runtime_client, webhook_bot, receiver, workers
+    runtime_client, hooked, receiver, workers
 ):
     lease = 3.0
     workers.configure(EVENT_LEASE_SECONDS=lease, EVENT_DELIVERY_TIMEOUT=20.0)
@@ -242,13 +226,13 @@ def test_an_event_held_by_a_killed_worker_is_delivered_after_its_lease_ends(
     event = wait_for_status(created["id"], EventStatus.PROCESSED, workers)
     first, second = receiver.for_event(created["id"])
     assert second.at >= lease_end - CLOCK_TOLERANCE, "delivered again before the lease ended"
-    assert_signed_by(webhook_bot, second, created["id"])
+    assert_signed_by(hooked, second, created["id"])
     # The killed delivery recorded nothing; the one after the lease, one attempt.
     [attempt] = attempts_of(event.id)
     assert (attempt.number, attempt.outcome) == (1, AttemptOutcome.PROCESSED)
 
 
-def test_two_dispatchers_at_once_deliver_every_event_exactly_once(webhook_bot, receiver, workers):
+def test_two_dispatchers_at_once_deliver_every_event_exactly_once(hooked, receiver, workers):
     # Long enough that no delivery outlives its lease, which would deliver
     # again by design (at least once), however slow the machine.
     workers.configure(EVENT_LEASE_SECONDS=30.0, EVENT_DELIVERY_TIMEOUT=10.0)
@@ -262,7 +246,7 @@ def test_two_dispatchers_at_once_deliver_every_event_exactly_once(webhook_bot, r
     with transaction.atomic():
         ids = [
             event_create(
-                bot_id=webhook_bot.id,
+                bot_id=hooked.id,
                 type="load.test",
                 payload={"n": n},
                 schedule={"delay": n * 5} if n else None,

@@ -18,7 +18,6 @@ from events.dispatch import events_claim_due
 from events.models import DeliveryAttempt, Event, EventStatus
 from platform_site.celery import app
 from tests.factories import EventFactory
-from tests.receiver import Receiver, running_receiver
 
 pytestmark = pytest.mark.django_db
 
@@ -28,12 +27,6 @@ def engine_settings(settings):
     settings.EVENT_LEASE_SECONDS = 60.0
     settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
     settings.EVENT_DELIVERY_TIMEOUT = 5.0
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    with running_receiver() as running:
-        yield running
 
 
 @pytest.fixture
