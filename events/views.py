@@ -50,6 +50,7 @@ class EventCollectionView(ApiView):
 
     @extend_schema(
         summary="List the bot's events, newest first",
+        operation_id="listEvents",
         parameters=[
             *(OpenApiParameter(name, str) for name in EventFilter.base_filters),
             NEXT_TOKEN,
@@ -69,7 +70,11 @@ class EventDetailView(ApiView):
     authentication_classes = [BotTokenAuthentication]
     permissions_by_method = {"GET": [CanReadRuntime]}
 
-    @extend_schema(summary="Get an event", responses={200: OpenApiTypes.OBJECT, **ERRORS})
+    @extend_schema(
+        summary="Get an event",
+        operation_id="getEvent",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
     def get(self, request: Request, event_id: str) -> Response:
         event = event_get(bot=bot_principal(request).bot, event_id=event_id)
         return Response({"event": event_json(event)})
