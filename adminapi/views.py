@@ -1,5 +1,3 @@
-import re
-
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -11,26 +9,11 @@ from adminapi.services import bots_list
 from bots.authentication import WorkspaceTokenAuthentication
 from bots.permissions import CanReadBots
 from bots.principals import workspace_principal
-from platform_site.api.errors import InvalidQuery
 from platform_site.api.pagination import page_request
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.tags import tag_filters
 from platform_site.api.views import ApiView
-
-_TAG_PARAM = re.compile(r"tags\[(?P<key>[^\]]+)\]")
-
-
-def tag_filters(request: Request) -> dict[str, str]:
-    """`tags[<key>]=<value>` parameters as a mapping; each key at most once."""
-    tags: dict[str, str] = {}
-    for name, values in request.query_params.lists():
-        match = _TAG_PARAM.fullmatch(name)
-        if match is None:
-            continue
-        if len(values) != 1:
-            raise InvalidQuery(f"{name} is given more than once")
-        tags[match["key"]] = values[0]
-    return tags
 
 
 class BotCollectionView(ApiView):
@@ -55,7 +38,7 @@ class BotCollectionView(ApiView):
             workspace=principal.workspace,
             page=page_request(request.query_params),
             dev=None if dev is None else dev == "true",
-            tags=tag_filters(request),
+            tags=tag_filters(request.query_params),
             sort_field=query["sortField"],
             sort_direction=query["sortDirection"],
         )

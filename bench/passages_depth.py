@@ -7,7 +7,7 @@
    (INSERT ... SELECT generate_series): unique ids `psg_` + 26 characters,
    positions 0..N-1; then VACUUM ANALYZE and a CHECKPOINT.
 3. The nextToken of page 10,000 minted in-process by the application's own
-   code: files.services.passages_list runs with its queryset narrowed to
+   code: files.selectors.passages_list runs with its queryset narrowed to
    start at page 9,999, so platform_site.api.pagination signs the token of the
    page after it (whatever signer and salt it uses). Checked: page 2 through a
    token minted so equals page 2 through the real token of page 1.
@@ -180,13 +180,13 @@ def main() -> int:
         from django.db import connection
         from django.test.utils import CaptureQueriesContext
 
-        from files import services
+        from files import selectors
         from files.models import File
         from files.presenters import passage_json
         from platform_site.api import pagination
 
         file = File.objects.get(id=file_id)
-        real_paginate = services.paginate
+        real_paginate = selectors.paginate
 
         def token_of_page_before(first_position: int) -> str:
             """The nextToken that the application itself signs at the end of the
@@ -198,18 +198,18 @@ def main() -> int:
             def narrowed(queryset: Any, **kwargs: Any) -> Any:
                 return real_paginate(queryset.filter(position__gte=start), **kwargs)
 
-            services.paginate = narrowed
+            selectors.paginate = narrowed
             try:
-                page = services.passages_list(
+                page = selectors.passages_list(
                     file=file, page=pagination.PageRequest(size=LIMIT, token=None)
                 )
             finally:
-                services.paginate = real_paginate
+                selectors.paginate = real_paginate
             if page.items[-1].position != first_position - 1 or page.next_token is None:
                 raise RuntimeError(f"could not mint the token of position {first_position}")
             return page.next_token
 
-        first = services.passages_list(
+        first = selectors.passages_list(
             file=file, page=pagination.PageRequest(size=LIMIT, token=None)
         )
         real_page2_token = first.next_token
@@ -224,9 +224,9 @@ def main() -> int:
             return pagination.PageRequest(size=LIMIT, token=token)
 
         with CaptureQueriesContext(connection) as q1:
-            services.passages_list(file=file, page=page_request(None))
+            selectors.passages_list(file=file, page=page_request(None))
         with CaptureQueriesContext(connection) as q2:
-            services.passages_list(file=file, page=page_request(deep_token))
+            selectors.passages_list(file=file, page=page_request(deep_token))
         sql_page1 = q1.captured_queries[-1]["sql"]
         sql_deep = q2.captured_queries[-1]["sql"]
         print(f"SQL page 1:      {sql_page1[-140:]}")
@@ -234,7 +234,7 @@ def main() -> int:
 
         def in_process(token: str | None) -> Callable[[], Any]:
             def run() -> bytes:
-                page = services.passages_list(file=file, page=page_request(token))
+                page = selectors.passages_list(file=file, page=page_request(token))
                 body = {"passages": [passage_json(p) for p in page.items], "meta": page.meta()}
                 return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 

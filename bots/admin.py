@@ -24,6 +24,19 @@ from bots.services import bot_signing_secret_rotate
 URL_FIELDS: dict[type[models.Field], dict[str, Any]] = {models.URLField: {"assume_scheme": "https"}}
 
 
+class ReadOnlyAdminMixin:
+    """Rows the engine writes: staff read them, never edit them by hand."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0

@@ -1,9 +1,8 @@
-from typing import Any
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from bots.admin import ReadOnlyAdminMixin
 from events.models import DeliveryAttempt, Event, EventStatus
 from events.services import event_cancel, events_retry
 from platform_site.api.errors import InvalidPayload
@@ -18,19 +17,6 @@ ATTEMPT_FIELDS = (
     "response_excerpt",
     "url",
 )
-
-
-class ReadOnlyAdminMixin:
-    """Rows the engine writes: staff read them, never edit them by hand."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):

@@ -15,6 +15,9 @@ class FileStatus(models.TextChoices):
     INDEXING_COMPLETED = "indexing_completed"
 
 
+WAITING_FOR_INDEXING = FileStatus.INDEXING_PENDING
+
+
 class File(models.Model):
     id = PrefixedIdField(prefix="file")
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="files")
@@ -25,19 +28,62 @@ class File(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     access_policies = models.JSONField(default=list, blank=True)
     index = models.BooleanField(default=False)
+    # Passages at most this long; null: settings.FILE_PASSAGE_MAX_LENGTH.
+    max_chunk_length = models.PositiveSmallIntegerField(null=True, blank=True)
+    public_content_immediately_accessible = models.BooleanField(default=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(
         max_length=30, choices=FileStatus.choices, default=FileStatus.UPLOAD_PENDING
     )
     failed_status_reason = models.CharField(max_length=2000, blank=True)
+    # Where the bytes are in the files storage; empty until an upload completes.
+    storage_name = models.CharField(max_length=500, blank=True, editable=False)
+    # Names the upload URL handed out last: an upsert replaces it, so an
+    # older URL can no longer overwrite the new content.
+    upload_id = models.CharField(max_length=40, blank=True, editable=False)
+    # Bumped whenever the content changes: an indexing run of an older
+    # revision throws its result away.
+    revision = models.PositiveIntegerField(default=0, editable=False)
+    # Bumped whenever the passages are replaced: a nextToken of the old set
+    # is refused rather than continued in the new one.
+    passages_version = models.PositiveIntegerField(default=0, editable=False)
+    # While indexing is pending: the run holding the file (0: none), and when
+    # it counts as lost and the file is queued again.
+    indexing_lease = models.BigIntegerField(default=0, editable=False)
+    indexing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
+    indexing_attempts = models.PositiveSmallIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["bot", "key"], name="file_key_unique")]
-        indexes = [models.Index(fields=["bot", "id"], name="file_list_idx")]
+        constraints = [
+            models.UniqueConstraint(fields=["bot", "key"], name="file_key_unique"),
+            models.CheckConstraint(
+                condition=models.Q(status=WAITING_FOR_INDEXING, indexing_due_at__isnull=False)
+                | (~models.Q(status=WAITING_FOR_INDEXING) & models.Q(indexing_due_at__isnull=True)),
+                name="file_indexing_pending_has_due_at",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["bot", "id"], name="file_list_idx"),
+            models.Index(
+                fields=["indexing_due_at"],
+                name="file_indexing_due_idx",
+                condition=models.Q(indexing_due_at__isnull=False),
+            ),
+            models.Index(
+                fields=["expires_at"],
+                name="file_expires_idx",
+                condition=models.Q(expires_at__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.key} ({self.id})"
+
+    @property
+    def has_content(self) -> bool:
+        return bool(self.storage_name)
 
 
 class PassageType(models.TextChoices):

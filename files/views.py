@@ -1,24 +1,134 @@
+from typing import Any
+
+from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bots.authentication import BotTokenAuthentication
-from bots.permissions import CanReadRuntime
+from bots.permissions import CanReadRuntime, CanWriteFiles
 from bots.principals import bot_principal
-from files.presenters import passage_json
-from files.services import file_get, passages_list
+from files.downloads import file_download_open
+from files.passage_data import PassageData
+from files.presenters import file_json, passage_json
+from files.selectors import file_get, files_list, passages_list
+from files.serializers import FileMetadataSerializer, FileUpsertSerializer, PassagesSetSerializer
+from files.services import file_delete, file_metadata_update, file_passages_set, file_upsert
+from files.signed_urls import download_grant, upload_grant
+from files.uploads import file_upload_receive
 from platform_site.api.pagination import page_request
-from platform_site.api.schema import ERRORS, NEXT_TOKEN
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.tags import tag_filters
 from platform_site.api.views import ApiView
+
+
+class FileCollectionView(ApiView):
+    authentication_classes = [BotTokenAuthentication]
+    permissions_by_method = {"PUT": [CanWriteFiles], "GET": [CanReadRuntime]}
+
+    @extend_schema(
+        summary="Create or replace a file by key; answers its upload URL",
+        request=FileUpsertSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def put(self, request: Request) -> Response:
+        serializer = FileUpsertSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        indexing = data.get("indexing")
+        file = file_upsert(
+            bot=bot_principal(request).bot,
+            key=data["key"],
+            size=data["size"],
+            content_type=data.get("contentType"),
+            index=data["index"],
+            tags=data["tags"],
+            access_policies=data["accessPolicies"],
+            metadata=data["metadata"],
+            expires_at=data.get("expiresAt"),
+            max_chunk_length=(
+                indexing["configuration"]["chunking"]["maximumChunkLength"] if indexing else None
+            ),
+            public_content_immediately_accessible=data["publicContentImmediatelyAccessible"],
+        )
+        return Response({"file": file_json(file, with_upload_url=True)})
+
+    @extend_schema(
+        summary="List the bot's files, newest first",
+        operation_id="listFiles",
+        parameters=[
+            OpenApiParameter("tags[key]", str, description="Only files with this tag value"),
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        page = files_list(
+            bot=bot_principal(request).bot,
+            page=page_request(request.query_params),
+            tags=tag_filters(request.query_params),
+        )
+        return Response({"files": [file_json(f) for f in page.items], "meta": page.meta()})
+
+
+class FileDetailView(ApiView):
+    authentication_classes = [BotTokenAuthentication]
+    permissions_by_method = {
+        "GET": [CanReadRuntime],
+        "PUT": [CanWriteFiles],
+        "DELETE": [CanWriteFiles],
+    }
+
+    @extend_schema(
+        summary="Get a file by id or key",
+        operation_id="getFile",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, file_id: str) -> Response:
+        file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
+        return Response({"file": file_json(file)})
+
+    @extend_schema(
+        summary="Update a file's tags, metadata, access policies or expiry (not its content)",
+        request=FileMetadataSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def put(self, request: Request, file_id: str) -> Response:
+        serializer = FileMetadataSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
+        file = file_metadata_update(file=file, changes=_metadata_changes(serializer.validated_data))
+        return Response({"file": file_json(file)})
+
+    @extend_schema(
+        summary="Delete a file, its passages and its content",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def delete(self, request: Request, file_id: str) -> Response:
+        file_delete(file=file_get(bot=bot_principal(request).bot, id_or_key=file_id))
+        return Response({})
+
+
+def _metadata_changes(data: dict[str, Any]) -> dict[str, Any]:
+    fields = {
+        "tags": "tags",
+        "metadata": "metadata",
+        "accessPolicies": "access_policies",
+        "expiresAt": "expires_at",
+    }
+    return {model_field: data[name] for name, model_field in fields.items() if name in data}
 
 
 class FilePassagesView(ApiView):
     authentication_classes = [BotTokenAuthentication]
-    permissions_by_method = {"GET": [CanReadRuntime]}
+    permissions_by_method = {"GET": [CanReadRuntime], "PUT": [CanWriteFiles]}
 
     @extend_schema(
         summary="List a file's passages",
+        operation_id="listFilePassages",
         parameters=[OpenApiParameter("limit", int, description="1 to 200, default 20"), NEXT_TOKEN],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
@@ -29,4 +139,69 @@ class FilePassagesView(ApiView):
         result = passages_list(file=file, page=page)
         return Response(
             {"passages": [passage_json(p) for p in result.items], "meta": result.meta()}
+        )
+
+    @extend_schema(
+        summary="Set a file's passages directly",
+        request=PassagesSetSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def put(self, request: Request, file_id: str) -> Response:
+        serializer = PassagesSetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
+        passages = [
+            PassageData(
+                content=item["content"],
+                type=item.get("meta", {}).get("type", "chunk"),
+                subtype=item.get("meta", {}).get("subtype", "paragraph"),
+                page_number=item.get("meta", {}).get("pageNumber"),
+                source_url=item.get("meta", {}).get("sourceUrl", ""),
+                position=item.get("meta", {}).get("position"),
+            )
+            for item in serializer.validated_data["passages"]
+        ]
+        file = file_passages_set(file=file, passages=passages)
+        return Response({"file": file_json(file)})
+
+
+class FileUploadView(ApiView):
+    """The signed upload URL: the URL is the credential, so no Authorization."""
+
+    authentication_classes: list[type] = []
+    permissions_by_method = {"PUT": [AllowAny]}
+
+    @extend_schema(
+        summary="Upload a file's content (the uploadUrl of PUT /v1/files)",
+        request={"*/*": OpenApiTypes.BINARY},
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def put(self, request: Request, token: str) -> Response:
+        grant = upload_grant(token)
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        file = file_upload_receive(
+            grant=grant,
+            body=request.stream,
+            length=length,
+            content_type=request.META.get("CONTENT_TYPE", ""),
+        )
+        return Response({"file": file_json(file)})
+
+
+class FileDownloadView(ApiView):
+    """A file's `url`: signed, so no Authorization."""
+
+    authentication_classes: list[type] = []
+    permissions_by_method = {"GET": [AllowAny]}
+
+    @extend_schema(
+        summary="Download a file's content (its url)",
+        responses={(200, "*/*"): OpenApiTypes.BINARY, **ERRORS},
+    )
+    def get(self, request: Request, token: str) -> FileResponse:
+        download = file_download_open(grant=download_grant(token))
+        return FileResponse(
+            download.content,
+            content_type=download.content_type,
+            filename=download.filename,
         )

@@ -77,6 +77,10 @@ BROWSER_MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 API_PATH_PREFIXES = ("/v1/", "/chat/", "/healthz", "/readyz")
+# Where signed upload and download URLs of files point (no Authorization: the
+# URL itself is the credential).
+FILE_UPLOAD_PATH = "/v1/uploads/"
+FILE_DOWNLOAD_PATH = "/v1/downloads/"
 # The admin looks for these three in MIDDLEWARE; they run, through BrowserPagesOnly.
 SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
 
@@ -149,6 +153,48 @@ STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = DATA_DIR / "media"
+
+# Files' bytes: a folder under DATA_DIR, or an S3-compatible bucket when
+# FILES_S3_BUCKET is set (credentials from the usual AWS_* variables).
+FILES_S3_BUCKET = env.str("FILES_S3_BUCKET", default="")
+_files_storage: dict[str, object] = (
+    {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": FILES_S3_BUCKET,
+            "endpoint_url": env.str("FILES_S3_ENDPOINT_URL", default="") or None,
+            "region_name": env.str("FILES_S3_REGION", default="") or None,
+            "location": env.str("FILES_S3_PREFIX", default=""),
+            "file_overwrite": False,
+            "default_acl": None,
+        },
+    }
+    if FILES_S3_BUCKET
+    else {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "files")},
+    }
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "files": _files_storage,
+}
+# An upload URL takes at most this many bytes (the size a file announces).
+FILE_UPLOAD_MAX_SIZE = env.int("FILE_UPLOAD_MAX_SIZE", default=1024 * 1024 * 1024)
+# Indexing reads files up to this size; a bigger one ends indexing_failed.
+FILE_INDEXING_MAX_SIZE = env.int("FILE_INDEXING_MAX_SIZE", default=95 * 1024 * 1024)
+# Passages are at most this many characters unless a file asks for another
+# length (indexing.configuration.chunking.maximumChunkLength, 100 to 5,000).
+FILE_PASSAGE_MAX_LENGTH = env.int("FILE_PASSAGE_MAX_LENGTH", default=1000)
+# Signed upload and download URLs expire after this many seconds.
+FILE_UPLOAD_URL_TTL = env.int("FILE_UPLOAD_URL_TTL", default=3600)
+FILE_DOWNLOAD_URL_TTL = env.int("FILE_DOWNLOAD_URL_TTL", default=3600)
+# An indexing run is stopped after this many seconds and the file fails; a run
+# lost with its worker is queued again, up to this many attempts in all.
+FILE_INDEXING_TIME_LIMIT = env.int("FILE_INDEXING_TIME_LIMIT", default=600)
+FILE_INDEXING_MAX_ATTEMPTS = env.int("FILE_INDEXING_MAX_ATTEMPTS", default=3)
+FILE_HOUSEKEEPING_INTERVAL = env.float("FILE_HOUSEKEEPING_INTERVAL", default=60.0)  # seconds
 
 # Request bodies: the middleware enforces the per-interface limits of the
 # contract; Django's own ceiling only has to stay out of its way.
@@ -244,6 +290,16 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": EVENT_DISPATCH_INTERVAL,
         # A tick nobody ran in time is useless: the next one does its work.
         "options": {"expires": max(1.0, 4 * EVENT_DISPATCH_INTERVAL)},
+    },
+    "requeue-stalled-indexing": {
+        "task": "files.tasks.requeue_stalled_indexing",
+        "schedule": FILE_HOUSEKEEPING_INTERVAL,
+        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
+    },
+    "delete-expired-files": {
+        "task": "files.tasks.delete_expired_files",
+        "schedule": FILE_HOUSEKEEPING_INTERVAL,
+        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
     },
 }
 

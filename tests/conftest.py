@@ -85,3 +85,22 @@ def assert_error(response: Any, status: int, error_type: str) -> dict[str, Any]:
     assert body["id"].startswith("err_")
     assert body["message"]
     return body
+
+
+@pytest.fixture
+def file_storage(settings: Any, tmp_path: Any) -> Any:
+    """Files' bytes in a folder of the test's own."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "files": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "files")},
+        },
+    }
+    return tmp_path / "files"
+
+
+def upload(client: APIClient, upload_url: str, data: bytes, content_type: str) -> Any:
+    """PUT the bytes to a file's signed upload URL, as a client would: no credentials."""
+    path = upload_url.split("://", 1)[1].split("/", 1)[1]
+    return APIClient().put(f"/{path}", data=data, content_type=content_type)

@@ -40,6 +40,7 @@ ENGINE_SETTINGS: dict[str, float] = {
     # A tick claims what falls due within this many seconds: keep it below
     # the lease, or a tick takes over events whose delivery is under way.
     "EVENT_DISPATCH_LOOKAHEAD": 2.0,
+    "FILE_HOUSEKEEPING_INTERVAL": 60.0,
 }
 READY_TIMEOUT = 30.0
 # A warm shutdown takes a few seconds (the filesystem transport's consumer

@@ -72,3 +72,70 @@ class StrictChoiceField(serializers.ChoiceField):
                 f"Must be one of: {', '.join(self.choice_strings_to_values)}."
             )
         return self.choice_strings_to_values[data]
+
+
+class StrictBooleanField(serializers.BooleanField):
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
+class TimestampField(serializers.Field):
+    """An ISO 8601 date and time with a timezone, as an aware UTC datetime."""
+
+    default_error_messages = {
+        "invalid": "Must be an ISO 8601 date and time, such as 2026-11-22T10:00:00.000Z.",
+        "naive": "Must carry a timezone, such as Z or +02:00.",
+        "range": "Is out of the supported range of dates.",
+    }
+
+    def to_internal_value(self, data: Any) -> datetime:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        try:
+            moment = datetime.fromisoformat(data)
+        except ValueError:
+            self.fail("invalid")
+        if moment.tzinfo is None:
+            self.fail("naive")
+        try:
+            return moment.astimezone(UTC)
+        except OverflowError:
+            self.fail("range")
+
+    def to_representation(self, value: datetime) -> str:
+        return format_timestamp(value)
+
+
+TAG_KEY_MAX_LENGTH = 100
+TAG_VALUE_MAX_LENGTH = 500
+TAGS_MAX_COUNT = 50
+
+
+@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+class TagsField(serializers.Field):
+    """An object of string values, as bots, files and messages carry."""
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("Must be an object of strings.")
+        if len(data) > TAGS_MAX_COUNT:
+            raise serializers.ValidationError(f"At most {TAGS_MAX_COUNT} tags.")
+        for key, value in data.items():
+            if not 1 <= len(key) <= TAG_KEY_MAX_LENGTH:
+                raise serializers.ValidationError(
+                    f"Tag names are 1 to {TAG_KEY_MAX_LENGTH} characters."
+                )
+            if not isinstance(value, str):
+                raise serializers.ValidationError(f"Tag {key!r}: must be a string.")
+            if len(value) > TAG_VALUE_MAX_LENGTH:
+                raise serializers.ValidationError(
+                    f"Tag {key!r}: at most {TAG_VALUE_MAX_LENGTH} characters."
+                )
+        return data
+
+    def to_representation(self, value: dict[str, str]) -> dict[str, str]:
+        return value

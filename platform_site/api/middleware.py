@@ -10,7 +10,9 @@ from platform_site.api.exception_handler import error_response
 
 class BodySizeLimitMiddleware:
     """413 before a byte of an oversize body is read: 50 MB on the admin API,
-    1 MB everywhere else (runtime and chat)."""
+    1 MB everywhere else (runtime and chat), except the bytes of a file sent
+    to its upload URL (FILE_UPLOAD_MAX_SIZE; the view holds them to the size
+    the file announced)."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
@@ -29,11 +31,12 @@ class BodySizeLimitMiddleware:
             length = int(raw_length)
         except ValueError:
             return error_response(errors.InvalidPayload("Content-Length is not a number"))
-        limit = (
-            settings.ADMIN_BODY_LIMIT
-            if request.path.startswith(("/v1/admin/", "/admin/"))
-            else settings.RUNTIME_BODY_LIMIT
-        )
+        if request.path.startswith(settings.FILE_UPLOAD_PATH):
+            limit = settings.FILE_UPLOAD_MAX_SIZE
+        elif request.path.startswith(("/v1/admin/", "/admin/")):
+            limit = settings.ADMIN_BODY_LIMIT
+        else:
+            limit = settings.RUNTIME_BODY_LIMIT
         if length > limit:
             return error_response(
                 errors.PayloadTooLarge(f"The request body is over the limit of {limit} bytes")

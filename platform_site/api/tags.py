@@ -3,12 +3,16 @@
 Django's key transforms read a key made of digits as an array index, so
 `tags[0]=v` would match nothing; this expression treats every key as a key."""
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, Expression, F
 from django.db.models.sql.compiler import SQLCompiler
+from django.http import QueryDict
+
+from platform_site.api.errors import InvalidQuery
 
 
 class TagEquals(Expression):
@@ -52,3 +56,19 @@ class TagEquals(Expression):
             self.key,
             self.value,
         ]
+
+
+_TAG_PARAM = re.compile(r"tags\[(?P<key>[^\]]+)\]")
+
+
+def tag_filters(query: QueryDict) -> dict[str, str]:
+    """`tags[<key>]=<value>` parameters as a mapping; each key at most once."""
+    tags: dict[str, str] = {}
+    for name, values in query.lists():
+        match = _TAG_PARAM.fullmatch(name)
+        if match is None:
+            continue
+        if len(values) != 1:
+            raise InvalidQuery(f"{name} is given more than once")
+        tags[match["key"]] = values[0]
+    return tags

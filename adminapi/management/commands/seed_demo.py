@@ -1,3 +1,4 @@
+import io
 import json
 import secrets
 from argparse import ArgumentParser
@@ -8,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from bots.models import Role
+from bots.models import Bot, Role
 from bots.services import bot_create, membership_create, workspace_create
 from bots.tokens import access_token_create
 from chat.connections import (
@@ -16,30 +17,52 @@ from chat.connections import (
     chat_user_create,
     conversation_create,
 )
-from files.models import File, FileStatus, PassageSubtype
-from files.services import PassageData, passages_replace
+from files.indexing import file_index
+from files.models import File
+from files.services import file_upsert
+from files.signed_urls import UploadGrant
+from files.uploads import file_upload_receive
 
-DEMO_PASSAGES = 60
+DEMO_CHAPTERS = 5
+DEMO_SECTIONS = 9
 
 
-def demo_passages() -> list[PassageData]:
-    passages = [PassageData(content="Demo handbook", subtype=PassageSubtype.TITLE)]
-    for chapter in range(1, DEMO_PASSAGES):
-        if chapter % 10 == 1:
-            passages.append(
-                PassageData(content=f"Chapter {chapter // 10 + 1}", subtype=PassageSubtype.SUBTITLE)
+def demo_handbook() -> str:
+    """A Markdown handbook long enough to page through its passages."""
+    parts = ["# Demo handbook"]
+    for chapter in range(1, DEMO_CHAPTERS + 1):
+        parts.append(f"## Chapter {chapter}")
+        for section in range(1, DEMO_SECTIONS + 1):
+            parts.append(f"### Section {chapter}.{section}")
+            parts.append(
+                "A bot answers its users through conversations; every message a user"
+                " sends becomes an event that is delivered to the bot's webhook, signed,"
+                " retried and recorded."
             )
-        else:
-            passages.append(
-                PassageData(
-                    content=(
-                        f"Section {chapter}: a bot answers its users through conversations; "
-                        "every message a user sends becomes an event that is delivered "
-                        "to the bot's webhook, signed, retried and recorded."
-                    )
-                )
-            )
-    return passages
+    return "\n\n".join(parts) + "\n"
+
+
+def demo_file(bot: Bot) -> File:
+    """The handbook, uploaded and indexed as a client's file would be; indexed
+    here rather than by a worker, so that its passages are there at once."""
+    data = demo_handbook().encode()
+    file = file_upsert(
+        bot=bot,
+        key="demo/handbook.md",
+        size=len(data),
+        content_type="text/markdown",
+        index=True,
+        tags={"source": "demo"},
+    )
+    file = file_upload_receive(
+        grant=UploadGrant(file_id=file.id, upload_id=file.upload_id),
+        body=io.BytesIO(data),
+        length=len(data),
+        content_type=file.content_type,
+    )
+    file_index(file_id=file.id, revision=file.revision)
+    file.refresh_from_db()
+    return file
 
 
 class Command(BaseCommand):
@@ -81,16 +104,7 @@ class Command(BaseCommand):
         other_bot = bot_create(workspace=other_workspace, name="Somebody else's bot")
         outsider_token = access_token_create(account=outsider, name="demo")[1]
 
-        passages = demo_passages()
-        file = File.objects.create(
-            bot=bot,
-            key="demo/handbook.md",
-            size=sum(len(p.content.encode()) for p in passages),
-            content_type="text/markdown",
-            index=True,
-            status=FileStatus.INDEXING_COMPLETED,
-        )
-        passages_replace(file=file, passages=passages)
+        file = demo_file(bot)
 
         connection = chat_connection_create(bot=bot, name="Demo chat")
         user, user_key = chat_user_create(connection=connection, name="Demo user")

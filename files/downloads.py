@@ -1,0 +1,39 @@
+"""Serving a file's content at its signed `url`."""
+
+from dataclasses import dataclass
+from typing import IO
+
+from django.utils import timezone
+
+from files.models import File
+from files.signed_urls import DownloadGrant
+from files.storage import files_storage
+from platform_site.api.errors import Forbidden, ResourceNotFound
+
+
+@dataclass(frozen=True)
+class Download:
+    content: IO[bytes]
+    content_type: str
+    filename: str
+
+
+def file_download_open(*, grant: DownloadGrant) -> Download:
+    file = File.objects.filter(id=grant.file_id).first()
+    if file is None or (file.expires_at is not None and file.expires_at <= timezone.now()):
+        raise ResourceNotFound("The file of this URL no longer exists")
+    if grant.storage_name is None and "public_content" not in file.access_policies:
+        raise Forbidden("The file is no longer public: ask its bot for a new URL")
+    if grant.storage_name is not None and grant.storage_name != file.storage_name:
+        raise ResourceNotFound("The file's content changed since this URL was made: get a new one")
+    if not file.has_content:
+        raise ResourceNotFound(f"File {file.id!r} has no content yet")
+    try:
+        content = files_storage().open(file.storage_name, "rb")
+    except FileNotFoundError:
+        raise ResourceNotFound(f"The content of file {file.id!r} is missing") from None
+    return Download(
+        content=content,
+        content_type=file.content_type,
+        filename=file.key.rsplit("/", 1)[-1],
+    )

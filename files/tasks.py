@@ -1,0 +1,40 @@
+"""Celery tasks of files. They take ids and call services; the database says
+what is pending, so each may run twice or on many workers at once."""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from kombu.exceptions import OperationalError
+
+from files.indexing import file_index, files_requeue_stalled
+from files.services import files_delete_expired
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    name="files.tasks.index_file",
+    ignore_result=True,
+    soft_time_limit=settings.FILE_INDEXING_TIME_LIMIT,
+    time_limit=settings.FILE_INDEXING_TIME_LIMIT + 30,
+)
+def index_file(file_id: str, revision: int) -> str:
+    return file_index(file_id=file_id, revision=revision).value
+
+
+@shared_task(name="files.tasks.requeue_stalled_indexing", ignore_result=True)
+def requeue_stalled_indexing() -> int:
+    requeued = files_requeue_stalled()
+    for file_id, revision in requeued:
+        try:
+            index_file.delay(file_id, revision)
+        except OperationalError:
+            logger.warning("The broker refused indexing; retried at the next pass", exc_info=True)
+            break
+    return len(requeued)
+
+
+@shared_task(name="files.tasks.delete_expired_files", ignore_result=True)
+def delete_expired_files() -> int:
+    return files_delete_expired()
