@@ -5,10 +5,18 @@ from typing import IO
 
 from django.utils import timezone
 
+from files.content_types import media_type
 from files.models import File
 from files.signed_urls import DownloadGrant
 from files.storage import files_storage
 from platform_site.api.errors import Forbidden, ResourceNotFound
+
+# Shown in the browser; anything else is a download. Bytes a bot uploaded
+# share their origin with the Django admin: an HTML or SVG page shown from
+# here could act with a staff member's session.
+INLINE_TYPES = frozenset(
+    {"application/pdf", "text/plain", "image/png", "image/jpeg", "image/gif", "image/webp"}
+)
 
 
 @dataclass(frozen=True)
@@ -16,6 +24,7 @@ class Download:
     content: IO[bytes]
     content_type: str
     filename: str
+    inline: bool
 
 
 def file_download_open(*, grant: DownloadGrant) -> Download:
@@ -36,4 +45,5 @@ def file_download_open(*, grant: DownloadGrant) -> Download:
         content=content,
         content_type=file.content_type,
         filename=file.key.rsplit("/", 1)[-1],
+        inline=media_type(file.content_type) in INLINE_TYPES,
     )

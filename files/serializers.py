@@ -27,17 +27,19 @@ PASSAGE_CONTENT_MAX_LENGTH = CHUNK_LENGTH_MAX
 
 
 class ChunkingSerializer(ClosedSerializer):
-    maximumChunkLength = StrictIntegerField(min_value=CHUNK_LENGTH_MIN, max_value=CHUNK_LENGTH_MAX)
+    maximumChunkLength = StrictIntegerField(
+        required=False, min_value=CHUNK_LENGTH_MIN, max_value=CHUNK_LENGTH_MAX
+    )
 
 
 class IndexingConfigurationSerializer(ClosedSerializer):
     # Only the settings this server carries out are accepted: a client that
     # asks for summaries or vision learns at once that it will not get them.
-    chunking = ChunkingSerializer()
+    chunking = ChunkingSerializer(required=False)
 
 
 class IndexingSerializer(ClosedSerializer):
-    configuration = IndexingConfigurationSerializer()
+    configuration = IndexingConfigurationSerializer(required=False)
 
 
 class FileUpsertSerializer(ClosedSerializer):

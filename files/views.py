@@ -30,6 +30,7 @@ class FileCollectionView(ApiView):
 
     @extend_schema(
         summary="Create or replace a file by key; answers its upload URL",
+        operation_id="upsertFile",
         request=FileUpsertSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
@@ -37,7 +38,7 @@ class FileCollectionView(ApiView):
         serializer = FileUpsertSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        indexing = data.get("indexing")
+        chunking = data.get("indexing", {}).get("configuration", {}).get("chunking", {})
         file = file_upsert(
             bot=bot_principal(request).bot,
             key=data["key"],
@@ -48,9 +49,7 @@ class FileCollectionView(ApiView):
             access_policies=data["accessPolicies"],
             metadata=data["metadata"],
             expires_at=data.get("expiresAt"),
-            max_chunk_length=(
-                indexing["configuration"]["chunking"]["maximumChunkLength"] if indexing else None
-            ),
+            max_chunk_length=chunking.get("maximumChunkLength"),
             public_content_immediately_accessible=data["publicContentImmediatelyAccessible"],
         )
         return Response({"file": file_json(file, with_upload_url=True)})
@@ -93,6 +92,7 @@ class FileDetailView(ApiView):
 
     @extend_schema(
         summary="Update a file's tags, metadata, access policies or expiry (not its content)",
+        operation_id="updateFileMetadata",
         request=FileMetadataSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
@@ -200,8 +200,13 @@ class FileDownloadView(ApiView):
     )
     def get(self, request: Request, token: str) -> FileResponse:
         download = file_download_open(grant=download_grant(token))
-        return FileResponse(
+        response = FileResponse(
             download.content,
             content_type=download.content_type,
             filename=download.filename,
+            as_attachment=not download.inline,
         )
+        # Even shown inline, the content runs no script in this origin.
+        response["Content-Security-Policy"] = "sandbox"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response

@@ -83,6 +83,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+@extend_schema_field(OpenApiTypes.DATETIME)
 class TimestampField(serializers.Field):
     """An ISO 8601 date and time with a timezone, as an aware UTC datetime."""
 
