@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+# The demo bot's events go to examples/echo_bot.py on this port.
+ECHO_BOT_PORT ?= 8100
 DATA_DIR ?= var
 export DATA_DIR
 export PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
@@ -22,7 +24,7 @@ setup: $(VENV)/.installed
 
 run: setup
 	$(BIN)/python manage.py migrate --no-input -v 0
-	$(BIN)/python manage.py seed_demo --json > $(DATA_DIR)/demo.json
+	$(BIN)/python manage.py seed_demo --json --webhook-url http://127.0.0.1:$(ECHO_BOT_PORT)/ > $(DATA_DIR)/demo.json
 	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
 	PORT=$(PORT) $(BIN)/honcho -f platform_site/Procfile -d . start
 

@@ -2,7 +2,7 @@ from collections.abc import Mapping
 
 from bots.models import Bot, Workspace
 from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.tags import TagEquals
+from platform_site.api.tags import tagged
 
 # Ids are ULIDs, so id order is creation order: one unique column serves createdAt.
 _ORDERINGS = {"createdAt": ["id"], "updatedAt": ["updated_at", "id"]}
@@ -20,8 +20,7 @@ def bots_list(
     bots = Bot.objects.filter(workspace=workspace)
     if dev is not None:
         bots = bots.filter(dev=dev)
-    for key, value in (tags or {}).items():
-        bots = bots.filter(TagEquals("tags", key, value))
+    bots = tagged(bots, tags or {})
     sign = "-" if sort_direction == "desc" else ""
     return paginate(
         bots,

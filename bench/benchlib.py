@@ -239,16 +239,17 @@ class Project:
 
 
 @contextlib.contextmanager
-def project(dbname: str) -> Iterator[Project]:
+def project(dbname: str, *, redis_url: str = REDIS_URL) -> Iterator[Project]:
     """Create database `dbname` (bench_*), migrate it, seed a demo workspace;
-    drop the database and the data folder afterwards, whatever happened."""
+    drop the database and the data folder afterwards, whatever happened.
+    `redis_url` is the broker of every process of the project."""
     if not dbname.startswith("bench_"):
         raise ValueError("benchmark databases are named bench_*")
     data_dir = Path(tempfile.mkdtemp(prefix=f"{dbname}-"))
     env = {
         **os.environ,
         "DATABASE_URL": database_url(dbname),
-        "CELERY_BROKER_URL": REDIS_URL,
+        "CELERY_BROKER_URL": redis_url,
         "DATA_DIR": str(data_dir),
         "DJANGO_SETTINGS_MODULE": "platform_site.settings",
         "LOG_LEVEL": "WARNING",
@@ -575,3 +576,143 @@ def cpu_use(before: CpuSnapshot, after: CpuSnapshot) -> CpuUse:
     busy = (after.machine_busy - before.machine_busy) / wall
     iowait = (after.machine_iowait - before.machine_iowait) / wall
     return CpuUse(wall, cores, max(busy - sum(cores.values()), 0.0), busy, iowait)
+
+
+# ---------------------------------------------------------------- ASGI server
+
+
+@dataclass
+class AsgiServer:
+    """uvicorn serving platform_site.asgi: one process, or a supervisor and
+    `workers` worker processes."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    workers: int
+    log_path: Path
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def worker_pids(self) -> list[int]:
+        """The processes that serve requests: the process itself, or the
+        workers its supervisor spawned (not multiprocessing's resource tracker)."""
+        if self.workers == 1:
+            return [self.process.pid]
+        return [pid for pid in children_of(self.process.pid) if "spawn_main" in _cmdline(pid)]
+
+    def pids(self) -> list[int]:
+        """Every process of the server (the supervisor too)."""
+        return [self.process.pid, *children_of(self.process.pid)]
+
+    def connections_by_worker(self) -> list[int]:
+        """Established client connections each worker holds now, in worker order."""
+        return [_sockets_on_port(pid, self.port) for pid in self.worker_pids()]
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+def _sockets_on_port(pid: int, port: int) -> int:
+    """Established TCP connections to local `port` whose socket `pid` holds."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "01" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(cols[9])
+    held = 0
+    with contextlib.suppress(OSError):
+        for fd in (Path("/proc") / str(pid) / "fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    held += 1
+    return held
+
+
+def resident_kib(pid: int) -> int:
+    """Resident memory (VmRSS) of one process, KiB; 0 once it is gone."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        for line in (Path("/proc") / str(pid) / "status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+@contextlib.contextmanager
+def uvicorn(
+    proj: Project,
+    *,
+    workers: int = 1,
+    access_log: bool = False,
+    env: dict[str, str] | None = None,
+) -> Iterator[AsgiServer]:
+    """uvicorn serving platform_site.asgi:application on a free loopback port
+    with the Procfile's options (`--lifespan off --timeout-graceful-shutdown
+    5`), stopped afterwards whatever happened. `workers` > 1 runs uvicorn's
+    supervisor with that many worker processes sharing the socket. `env` is
+    added to the project's environment. Without an access log by default, like
+    `gunicorn(...)`."""
+    port = free_port()
+    log_path = proj.data_dir / f"uvicorn-{port}.log"
+    command = [
+        str(Path(PYTHON).parent / "uvicorn"),
+        "platform_site.asgi:application",
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--lifespan", "off",
+        "--timeout-graceful-shutdown", "5",
+        # info: each worker logs "Started server process", which tells it is up.
+        "--log-level", "info",
+    ]  # fmt: skip
+    if workers > 1:
+        command += ["--workers", str(workers)]
+    if not access_log:
+        command.append("--no-access-log")
+    access = "on" if access_log else "off"
+    log(f"uvicorn: {workers} worker process(es), access log {access}, port {port}")
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**proj.env, **(env or {}), "PYTHONUNBUFFERED": "1"},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = AsgiServer(process, port, workers, log_path)
+    try:
+        _wait_asgi_ready(server)
+        yield server
+    finally:
+        stop_process(process)
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-30:]
+        errors = [line for line in tail if "Error" in line or "Traceback" in line]
+        if errors:
+            log("uvicorn log (last lines):\n" + "\n".join(tail))
+
+
+def _wait_asgi_ready(server: AsgiServer, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    started = 0
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(
+                f"uvicorn exited ({server.process.returncode}):\n"
+                + server.log_path.read_text(errors="replace")
+            )
+        # Each serving process logs it (a supervisor logs "Started parent process").
+        started = server.log_path.read_text(errors="replace").count("Started server process")
+        if started >= server.workers:
+            with contextlib.suppress(OSError, urllib.error.URLError):
+                with urllib.request.urlopen(f"{server.base_url}/healthz", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+        time.sleep(0.2)
+    raise RuntimeError(f"uvicorn not ready after {timeout}s ({started} processes started)")

@@ -33,8 +33,16 @@ class CanWriteEvents(_RoleAllows):
     action = Action.WRITE_EVENTS
 
 
+class CanWriteMessages(_RoleAllows):
+    action = Action.WRITE_MESSAGES
+
+
 class CanReadRuntime(_RoleAllows):
     action = Action.READ_RUNTIME
+
+
+class CanReadChat(_RoleAllows):
+    action = Action.READ_CHAT
 
 
 class CanWriteFiles(_RoleAllows):

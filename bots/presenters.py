@@ -8,7 +8,7 @@ from platform_site.api.fields import format_timestamp
 
 
 def message_runtime_json(message: Message) -> dict[str, Any]:
-    return {
+    body: dict[str, Any] = {
         "id": message.id,
         "createdAt": format_timestamp(message.created_at),
         "updatedAt": format_timestamp(message.updated_at),
@@ -19,6 +19,9 @@ def message_runtime_json(message: Message) -> dict[str, Any]:
         "conversationId": message.conversation_id,
         "tags": message.tags,
     }
+    if message.origin:
+        body["origin"] = message.origin
+    return body
 
 
 def conversation_runtime_json(conversation: Conversation) -> dict[str, Any]:

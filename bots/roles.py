@@ -9,7 +9,10 @@ class Action(StrEnum):
     READ_BOTS = "read bots"
     WRITE_BOTS = "create or update bots"
     WRITE_EVENTS = "create or cancel events"
+    # Messages, conversations and users are held to the same roles as events.
+    WRITE_MESSAGES = "create messages"
     READ_RUNTIME = "read events, files and passages"
+    READ_CHAT = "read messages, conversations and users"
     WRITE_FILES = "write files"
     READ_AUDIT = "read audit records"
     MANAGE_MEMBERS = "manage members and settings"
@@ -22,7 +25,9 @@ ALLOWED_ROLES: dict[Action, frozenset[Role]] = {
     Action.READ_BOTS: _READERS,
     Action.WRITE_BOTS: _BUILDERS,
     Action.WRITE_EVENTS: _BUILDERS,
+    Action.WRITE_MESSAGES: _BUILDERS,
     Action.READ_RUNTIME: _READERS,
+    Action.READ_CHAT: _READERS,
     Action.WRITE_FILES: _BUILDERS,
     Action.READ_AUDIT: frozenset({Role.OWNER, Role.ADMINISTRATOR, Role.MANAGER}),
     Action.MANAGE_MEMBERS: frozenset({Role.OWNER, Role.ADMINISTRATOR}),

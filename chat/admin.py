@@ -5,7 +5,8 @@ from chat.models import ChatConnection
 
 @admin.register(ChatConnection)
 class ChatConnectionAdmin(admin.ModelAdmin):
-    list_display = ["webhook_id", "name", "bot", "created_at"]
+    list_display = ["webhook_id", "name", "bot", "user_key_mode", "created_at"]
+    list_filter = ["user_key_mode"]
     search_fields = ["webhook_id", "name", "bot__id"]
     list_select_related = ["bot"]
     readonly_fields = ["webhook_id", "created_at"]

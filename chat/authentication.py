@@ -6,26 +6,51 @@ from rest_framework.request import Request
 from bots.models import User
 from chat.keys import InvalidUserKey, user_key_read
 from chat.models import ChatConnection
-from chat.principals import ChatPrincipal
+from chat.principals import ChatPrincipal, SignedKeyHolder, chat_connection
 from platform_site.api.authentication import HeaderAuthentication
+
+USER_KEY_CHALLENGE = 'UserKey header="x-user-key"'
+
+
+def _signed_key(request: Request) -> tuple[ChatConnection, str] | None:
+    """The connection and the chat user id of the request's key, None when it
+    sends none; AuthenticationFailed when the key is not signed for the
+    connection the URL names, has expired, or names no valid id."""
+    key = request.headers.get("x-user-key")
+    if key is None:
+        return None
+    connection = chat_connection(request)
+    try:
+        return connection, user_key_read(connection=connection, key=key)
+    except InvalidUserKey as exc:
+        raise AuthenticationFailed(str(exc)) from None
 
 
 class UserKeyAuthentication(HeaderAuthentication):
-    """`x-user-key` on the chat interface of the connection the URL names
-    (ChatView puts it on the request before authentication runs)."""
+    """`x-user-key` naming an existing user of the connection's bot."""
 
-    www_authenticate = 'UserKey header="x-user-key"'
+    www_authenticate = USER_KEY_CHALLENGE
 
     def authenticate(self, request: Request) -> tuple[Any, ChatPrincipal] | None:
-        key = request.headers.get("x-user-key")
-        if key is None:
+        signed = _signed_key(request)
+        if signed is None:
             return None
-        connection: ChatConnection = request.chat_connection  # type: ignore[attr-defined]
-        try:
-            chat_user_id = user_key_read(connection=connection, key=key)
-        except InvalidUserKey as exc:
-            raise AuthenticationFailed(str(exc)) from None
+        connection, chat_user_id = signed
         user = User.objects.filter(bot_id=connection.bot_id, chat_id=chat_user_id).first()
         if user is None:
             raise AuthenticationFailed("The user key names a user that does not exist")
         return user, ChatPrincipal(connection=connection, user=user)
+
+
+class SignedUserKeyAuthentication(HeaderAuthentication):
+    """`x-user-key` signed for the connection, whether or not its user exists
+    yet: for POST /users/get-or-create, which makes the user."""
+
+    www_authenticate = USER_KEY_CHALLENGE
+
+    def authenticate(self, request: Request) -> tuple[Any, SignedKeyHolder] | None:
+        signed = _signed_key(request)
+        if signed is None:
+            return None
+        connection, chat_user_id = signed
+        return None, SignedKeyHolder(connection=connection, chat_user_id=chat_user_id)

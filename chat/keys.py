@@ -1,6 +1,7 @@
 """User keys: HS256 JWTs whose payload is {"id": <chat user id>}, signed with
 the chat connection's encryption key."""
 
+import re
 from typing import Any
 
 import jwt
@@ -8,10 +9,17 @@ import jwt
 from chat.models import ChatConnection
 
 CHAT_ID_MAX_LENGTH = 70
+# A caller-chosen chat id of a user or conversation. ASCII only: the id travels
+# in URL paths and must compare equal however a client normalises Unicode.
+CHAT_ID_RE = re.compile(rf"[A-Za-z0-9_/-]{{1,{CHAT_ID_MAX_LENGTH}}}")
 
 
 class InvalidUserKey(Exception):
     pass
+
+
+def is_chat_id(value: object) -> bool:
+    return isinstance(value, str) and CHAT_ID_RE.fullmatch(value) is not None
 
 
 def user_key_issue(*, connection: ChatConnection, chat_user_id: str) -> str:
@@ -30,11 +38,9 @@ def user_key_read(*, connection: ChatConnection, key: str) -> str:
     except jwt.InvalidTokenError:
         raise InvalidUserKey("The user key is malformed or not signed for this chat") from None
     chat_user_id = claims["id"]
-    if (
-        not isinstance(chat_user_id, str)
-        or not 0 < len(chat_user_id) <= CHAT_ID_MAX_LENGTH
-        # Refuses NUL and lone surrogates, which no database column can hold.
-        or not chat_user_id.isprintable()
-    ):
-        raise InvalidUserKey("The user key does not name a user")
+    if not is_chat_id(chat_user_id):
+        raise InvalidUserKey(
+            "The user key does not name a user: its id must be 1 to "
+            f"{CHAT_ID_MAX_LENGTH} letters, digits, '_', '-' or '/'"
+        )
     return chat_user_id

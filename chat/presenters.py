@@ -1,9 +1,41 @@
-"""Wire shapes of the chat interface: always chat ids, never runtime ids."""
+"""Wire shapes of the chat interface and its live stream: always chat ids,
+never runtime ids."""
 
 from typing import Any
 
-from bots.models import Message
+from bots.models import Conversation, Message, User
+from events.models import Event
 from platform_site.api.fields import format_timestamp
+
+# The type of the events the chat interface records for the bot, and of the
+# messages its live stream carries.
+MESSAGE_CREATED = "message_created"
+CUSTOM_EVENT = "custom"
+MESSAGE_DELETED = "message_deleted"
+PARTICIPANT_ADDED = "participant_added"
+PARTICIPANT_REMOVED = "participant_removed"
+EVENT_CREATED = "event_created"
+
+
+def user_chat_json(user: User) -> dict[str, Any]:
+    body: dict[str, Any] = {"id": user.chat_id}
+    if user.name:
+        body["name"] = user.name
+    if user.picture_url:
+        body["pictureUrl"] = user.picture_url
+    if user.profile:
+        body["profile"] = user.profile
+    body["createdAt"] = format_timestamp(user.created_at)
+    body["updatedAt"] = format_timestamp(user.updated_at)
+    return body
+
+
+def conversation_chat_json(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": conversation.chat_id,
+        "createdAt": format_timestamp(conversation.created_at),
+        "updatedAt": format_timestamp(conversation.updated_at),
+    }
 
 
 def message_chat_json(message: Message) -> dict[str, Any]:
@@ -17,3 +49,43 @@ def message_chat_json(message: Message) -> dict[str, Any]:
     if message.metadata is not None:
         body["metadata"] = message.metadata
     return body
+
+
+def chat_event_json(event: Event) -> dict[str, Any]:
+    """A custom event of a conversation (one with a conversation and a user)."""
+    if event.conversation is None or event.user is None:
+        raise ValueError(f"event {event.id} is not an event of a conversation's user")
+    return {
+        "id": event.id,
+        "createdAt": format_timestamp(event.created_at),
+        "payload": event.payload,
+        "conversationId": event.conversation.chat_id,
+        "userId": event.user.chat_id,
+    }
+
+
+# --- the live stream's `data` of each type ----------------------------------
+
+
+def message_stream_json(message: Message) -> dict[str, Any]:
+    """`message_created`: the message as the chat interface shows it, and
+    whether the bot sent it."""
+    return {**message_chat_json(message), "isBot": message.is_bot}
+
+
+def message_deleted_stream_json(message: Message) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "conversationId": message.conversation.chat_id,
+        "userId": message.user.chat_id,
+    }
+
+
+def participant_stream_json(*, conversation: Conversation, user: User) -> dict[str, Any]:
+    """`participant_added` and `participant_removed`."""
+    return {"conversationId": conversation.chat_id, "participantId": user.chat_id}
+
+
+def chat_event_stream_json(event: Event) -> dict[str, Any]:
+    """`event_created`: events come from the chat interface, so from a user."""
+    return {**chat_event_json(event), "isBot": False}

@@ -1,3 +1,5 @@
+"""Who calls the chat interface, as its authenticators establish it (`request.auth`)."""
+
 from dataclasses import dataclass
 
 from rest_framework.request import Request
@@ -8,8 +10,26 @@ from chat.models import ChatConnection
 
 @dataclass(frozen=True)
 class ChatPrincipal:
+    """The holder of a key naming an existing user of the connection's bot."""
+
     connection: ChatConnection
     user: User
+
+
+@dataclass(frozen=True)
+class SignedKeyHolder:
+    """The holder of a validly signed key, whose user may not exist yet."""
+
+    connection: ChatConnection
+    chat_user_id: str
+
+
+def chat_connection(request: Request) -> ChatConnection:
+    """The connection the URL names (ChatView finds it before anything else)."""
+    connection = getattr(request, "chat_connection", None)
+    if not isinstance(connection, ChatConnection):
+        raise TypeError("the view is not a ChatView")
+    return connection
 
 
 def chat_principal(request: Request) -> ChatPrincipal:
@@ -18,3 +38,11 @@ def chat_principal(request: Request) -> ChatPrincipal:
     if not isinstance(principal, ChatPrincipal):
         raise TypeError("the view is not guarded by UserKeyAuthentication")
     return principal
+
+
+def signed_key_holder(request: Request) -> SignedKeyHolder:
+    """The caller of a view guarded by SignedUserKeyAuthentication and HoldsSignedKey."""
+    holder = request.auth
+    if not isinstance(holder, SignedKeyHolder):
+        raise TypeError("the view is not guarded by SignedUserKeyAuthentication")
+    return holder

@@ -16,3 +16,18 @@ class UserKeyScheme(OpenApiAuthenticationExtension):
             "name": "x-user-key",
             "description": "HS256 JWT {id: <userId>} signed with the chat connection's key",
         }
+
+
+class SignedUserKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "chat.authentication.SignedUserKeyAuthentication"
+    name = "signedUserKey"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "x-user-key",
+            "description": (
+                "The same key as userKey, whose user may not exist yet: it is made on first use"
+            ),
+        }

@@ -1,8 +1,8 @@
-from django.urls import path
-
-from chat.views import HelloView, MessageCollectionView
+from django.urls import include, path
 
 urlpatterns = [
-    path("chat/<str:webhook_id>/hello", HelloView.as_view(), name="chat-hello"),
-    path("chat/<str:webhook_id>/messages", MessageCollectionView.as_view(), name="chat-messages"),
+    # The live stream first: its route is the longest under a conversation.
+    path("chat/<str:webhook_id>/", include("chat.live.urls")),
+    path("chat/<str:webhook_id>/", include("chat.interface.urls")),
+    path("", include("chat.runtime.urls")),
 ]

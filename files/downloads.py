@@ -1,8 +1,10 @@
 """Serving a file's content at its signed `url`."""
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import IO
 
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from files.content_types import media_type
@@ -17,6 +19,8 @@ from platform_site.api.errors import Forbidden, ResourceNotFound
 INLINE_TYPES = frozenset(
     {"application/pdf", "text/plain", "image/png", "image/jpeg", "image/gif", "image/webp"}
 )
+# What a download served over ASGI holds in memory at a time.
+ASYNC_CHUNK_SIZE = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,3 +51,14 @@ def file_download_open(*, grant: DownloadGrant) -> Download:
         filename=file.key.rsplit("/", 1)[-1],
         inline=media_type(file.content_type) in INLINE_TYPES,
     )
+
+
+async def content_chunks(content: IO[bytes]) -> AsyncIterator[bytes]:
+    """The content for an ASGI server, a chunk at a time: given a file,
+    Django would read it whole into memory first (it cannot iterate a
+    synchronous file from the event loop). Each read runs in the request's
+    thread, as does the close: the response closes the file it was made with,
+    at the end and when the client hangs up mid-way."""
+    read = sync_to_async(content.read)
+    while chunk := await read(ASYNC_CHUNK_SIZE):
+        yield chunk

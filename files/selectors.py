@@ -8,7 +8,7 @@ from files.models import FILE_KEY_MAX_LENGTH, File, Passage
 from platform_site.api.errors import InvalidIdentifier, InvalidQuery, ResourceNotFound
 from platform_site.api.ids import is_id
 from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.tags import TagEquals
+from platform_site.api.tags import tagged
 
 
 def _live_files(bot: Bot) -> QuerySet[File]:
@@ -33,11 +33,8 @@ def file_get(*, bot: Bot, id_or_key: str) -> File:
 
 def files_list(*, bot: Bot, page: PageRequest, tags: Mapping[str, str]) -> Page[File]:
     """The bot's files, newest first, with every tag of `tags`."""
-    files = _live_files(bot)
-    for key, value in tags.items():
-        files = files.filter(TagEquals("tags", key, value))
     return paginate(
-        files,
+        tagged(_live_files(bot), tags),
         ordering=["-id"],
         list_name=f"files:{bot.id}:tags={sorted(tags.items())}",
         request=page,

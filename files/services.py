@@ -15,6 +15,7 @@ from bots.models import Bot
 from files.content_types import content_type_for_key
 from files.models import File, FileStatus, Passage
 from files.passage_data import PassageData
+from files.passage_rows import passages_insert
 from files.storage import blob_delete_on_commit
 from platform_site.api.errors import InvalidPayload
 from platform_site.api.fields import TAGS_MAX_COUNT
@@ -162,21 +163,7 @@ def passages_replace(*, file: File, passages: Sequence[PassageData]) -> int:
     old set or the new one, never a mix. The caller saves `file` (its
     passages_version changed)."""
     passages_clear(file)
-    Passage.objects.bulk_create(
-        (
-            Passage(
-                file=file,
-                position=index if data.position is None else data.position,
-                content=data.content,
-                type=data.type,
-                subtype=data.subtype,
-                page_number=data.page_number,
-                source_url=data.source_url,
-            )
-            for index, data in enumerate(passages)
-        ),
-        batch_size=1000,
-    )
+    passages_insert(file=file, passages=passages)
     return len(passages)
 
 

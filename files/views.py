@@ -1,5 +1,6 @@
 from typing import Any
 
+from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -10,7 +11,7 @@ from rest_framework.response import Response
 from bots.authentication import BotTokenAuthentication
 from bots.permissions import CanReadRuntime, CanWriteFiles
 from bots.principals import bot_principal
-from files.downloads import file_download_open
+from files.downloads import content_chunks, file_download_open
 from files.passage_data import PassageData
 from files.presenters import file_json, passage_json
 from files.selectors import file_get, files_list, passages_list
@@ -18,6 +19,7 @@ from files.serializers import FileMetadataSerializer, FileUpsertSerializer, Pass
 from files.services import file_delete, file_metadata_update, file_passages_set, file_upsert
 from files.signed_urls import download_grant, upload_grant
 from files.uploads import file_upload_receive
+from platform_site.api.database import database_release
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 from platform_site.api.tags import tag_filters
@@ -200,12 +202,16 @@ class FileDownloadView(ApiView):
     )
     def get(self, request: Request, token: str) -> FileResponse:
         download = file_download_open(grant=download_grant(token))
+        database_release()
         response = FileResponse(
             download.content,
             content_type=download.content_type,
             filename=download.filename,
             as_attachment=not download.inline,
         )
+        if isinstance(request._request, ASGIRequest):
+            # The headers (length, type, disposition) stay those of the file.
+            response.streaming_content = content_chunks(download.content)
         # Even shown inline, the content runs no script in this origin.
         response["Content-Security-Policy"] = "sandbox"
         response["X-Content-Type-Options"] = "nosniff"

@@ -1,6 +1,133 @@
-import os
+"""The ASGI application: the whole API, and the only server of the live
+stream (GET /chat/{webhookId}/conversations/{id}/listen), whose async view
+holds thousands of idle listeners in one process. `make run` serves it with
+uvicorn (platform_site/Procfile); platform_site/wsgi.py serves everything but
+the stream under a WSGI server."""
 
+import asyncio
+import itertools
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from asgiref.sync import ThreadSensitiveContext
 from django.core.asgi import get_asgi_application
+from django.core.handlers.asgi import ASGIHandler
+
+from platform_site.api.body_limits import BODY_REFUSAL, body_overrun, body_refusal
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+# The types Django's handler declares.
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+# Threads that run the synchronous part of every listener's request (the
+# middleware, its lookups), one request at a time each.
+LISTENER_THREADS = 4
+
+
+class ListenerHandler(ASGIHandler):
+    """Django's handler, but its requests share a few threads. Django gives
+    each request a thread of its own for the whole response: for a stream,
+    one idle thread per listener (some 300 KB each) for hours."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._executors = itertools.cycle(
+            [
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="listener")
+                for _ in range(LISTENER_THREADS)
+            ]
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with ThreadSensitiveContext(executor=next(self._executors)):
+            await self.handle(scope, receive, send)
+
+
+listener_application = ListenerHandler()
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header as Django's request.META holds it: repeated values
+    joined by commas."""
+    values = [value.decode("latin1") for key, value in scope["headers"] if key.lower() == name]
+    return ",".join(values) if values else None
+
+
+async def _body_withheld() -> Mapping[str, Any]:
+    """What Django gets when it listens for the client's disconnect (until
+    its answer is sent) after a refused body: nothing, ever. The rest of the
+    body must not reach it (it takes a body message there for a broken
+    server), nor be read at all; the server discards it after the answer."""
+    never: asyncio.Future[Mapping[str, Any]] = asyncio.get_running_loop().create_future()
+    return await never
+
+
+_END_OF_BODY: Mapping[str, Any] = {"type": "http.request", "body": b"", "more_body": False}
+
+
+def body_guard(scope: Scope, receive: Receive) -> Receive:
+    """Django's handler reads the whole body (into a temporary file) before
+    any middleware runs, so the body limit is applied here: a body its
+    headers condemn is not read at all, and a body is cut where it runs past
+    its Content-Length (at once without one). Django then gets an empty body,
+    and the refusal in the scope, which BodySizeLimitMiddleware sends back:
+    through the middleware, so that the answer carries the CORS headers of a
+    chat route and is logged like any other error."""
+    content_length = header(scope, b"content-length")
+    refusal = body_refusal(
+        path=scope["path"],
+        content_length=content_length,
+        transfer_encoding=header(scope, b"transfer-encoding") or "",
+    )
+    if refusal is not None:
+        scope[BODY_REFUSAL] = refusal
+        answered = False
+
+        async def refused() -> Mapping[str, Any]:
+            nonlocal answered
+            if answered:
+                return await _body_withheld()
+            answered = True
+            return _END_OF_BODY
+
+        return refused
+
+    # Within the limit, or body_refusal would have answered.
+    announced = int(content_length or "0")
+    received = 0
+
+    async def counted() -> Mapping[str, Any]:
+        nonlocal received
+        if BODY_REFUSAL in scope:
+            return await _body_withheld()
+        message = await receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > announced:
+                scope[BODY_REFUSAL] = body_overrun(content_length=content_length)
+                return _END_OF_BODY
+        return message
+
+    return counted
+
+
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] != "http":
+        await django_application(scope, receive, send)
+        return
+    # A copy: the server's scope is not ours to mark.
+    scope = {**scope}
+    receive = body_guard(scope, receive)
+    path: str = scope["path"]
+    # Wider than the route (chat/live/urls.py): anything else it takes in is
+    # served as usual, only on a shared thread.
+    if path.startswith("/chat/") and path.endswith("/listen"):
+        await listener_application(scope, receive, send)
+    else:
+        await django_application(scope, receive, send)

@@ -9,14 +9,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from platform_site.api.errors import APIError
+from platform_site.api.errors import Unavailable
 from platform_site.api.schema import ERROR
 from platform_site.api.views import ApiView
-
-
-class NotReady(APIError):
-    status_code = 503
-    type = "Internal"
 
 
 class HealthzView(ApiView):
@@ -42,7 +37,7 @@ class ReadyzView(ApiView):
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")
         except Exception as exc:
-            raise NotReady("The database is not reachable") from exc
+            raise Unavailable("The database is not reachable") from exc
         try:
             with Connection(
                 settings.CELERY_BROKER_URL,
@@ -51,5 +46,5 @@ class ReadyzView(ApiView):
             ) as broker:
                 broker.ensure_connection(max_retries=1, timeout=2)
         except Exception as exc:
-            raise NotReady("The broker is not reachable") from exc
+            raise Unavailable("The broker is not reachable") from exc
         return Response({"status": "ready", "database": "ok", "broker": "ok"})

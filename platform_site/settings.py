@@ -121,18 +121,40 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # must see the same test database.
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test_platform.sqlite3")}
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=600)
-    # Off by default: a check costs every request a round trip and a
-    # transaction. Without it, a connection broken by a database restart fails
-    # one request per process, then is replaced.
+    # A pool of connections per process (psycopg's, through Django): a
+    # request takes one at its first query and gives it back when it ends.
+    # Persistent connections (CONN_MAX_AGE) would not do under ASGI, where
+    # every request runs in a thread of its own that dies with it, taking
+    # its connection out of use but not closing it.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Off by default: a check costs every request a round trip. Without it, a
+    # connection broken by a database restart fails one request, and the pool
+    # drops it when it comes back.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
         "DATABASE_CONN_HEALTH_CHECKS", default=False
     )
-    # Server-side binding lets psycopg prepare a statement it has run a few
-    # times, so PostgreSQL stops parsing and planning the hot ones again.
-    DATABASES["default"].setdefault("OPTIONS", {})["server_side_binding"] = env.bool(
-        "DATABASE_SERVER_SIDE_BINDING", default=True
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            # Parameters travel apart from the SQL (no quoting on the client).
+            # Django leaves psycopg's statement preparation off.
+            "server_side_binding": env.bool("DATABASE_SERVER_SIDE_BINDING", default=True),
+            "pool": {
+                # Opened on first use, then kept. (Celery's worker processes
+                # keep a persistent connection instead: see below.)
+                "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
+                # The most queries a process runs at once: uvicorn gives each
+                # request a thread of its own, a gunicorn gthread worker one of
+                # its threads. Idle ones above the minimum close after 10 minutes.
+                "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=8),
+                # Seconds a request waits for a connection (all in use, or the
+                # database unreachable) before it fails.
+                "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+            },
+        }
     )
+# Celery's prefork worker processes keep one persistent connection each
+# instead (platform_site/worker_connections.py), for this many seconds.
+DATABASE_WORKER_CONN_MAX_AGE = env.int("DATABASE_WORKER_CONN_MAX_AGE", default=600)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -302,6 +324,37 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
     },
 }
+
+# --- Live stream ------------------------------------------------------------
+# GET {chat_url}/{webhookId}/conversations/{id}/listen (chat/live/). Changes
+# reach listeners through Redis publish/subscribe, so that one made in any web
+# process or worker reaches the listeners of every web process. Without Redis
+# an in-process bus carries them: one web process only, and changes made by a
+# Celery worker do not stream.
+LIVE_STREAM_REDIS_URL = env.str(
+    "LIVE_STREAM_REDIS_URL",
+    default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
+)
+# Seconds of silence after which a listener gets a ping: clients drop a stream
+# that is silent for 60 s, and the contract promises one at least every 30 s.
+LIVE_STREAM_HEARTBEAT = env.float("LIVE_STREAM_HEARTBEAT", default=15.0)
+if not 0 < LIVE_STREAM_HEARTBEAT < 30:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("LIVE_STREAM_HEARTBEAT must be more than 0 and less than 30 seconds")
+# Messages a listener may fall behind by before it is dropped (its client
+# reconnects): a slow reader costs this much memory, and never delays others.
+LIVE_STREAM_QUEUE_SIZE = env.int("LIVE_STREAM_QUEUE_SIZE", default=256)
+# uvicorn (and gunicorn) start this many web processes. The in-process bus
+# reaches the listeners of its own process only: more than one needs Redis.
+if env.int("WEB_CONCURRENCY", default=1) > 1 and not LIVE_STREAM_REDIS_URL:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "WEB_CONCURRENCY is more than 1, so the live stream needs Redis: set"
+        " LIVE_STREAM_REDIS_URL (or a redis:// CELERY_BROKER_URL)"
+    )
+# --- end of Live stream -----------------------------------------------------
 
 LOGGING = {
     "version": 1,

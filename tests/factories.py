@@ -81,7 +81,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
 
     bot = factory.SubFactory(BotFactory)
     chat_id = factory.LazyAttribute(lambda o: o.id)
-    id = factory.Sequence(lambda n: f"user_01J00000000000000000{n:05d}")
+    id = factory.Sequence(lambda n: f"user_01J000000000000000000{n:05d}")
 
 
 class ConversationFactory(factory.django.DjangoModelFactory[Conversation]):
@@ -89,7 +89,7 @@ class ConversationFactory(factory.django.DjangoModelFactory[Conversation]):
         model = Conversation
 
     bot = factory.SubFactory(BotFactory)
-    id = factory.Sequence(lambda n: f"conv_01J00000000000000000{n:05d}")
+    id = factory.Sequence(lambda n: f"conv_01J000000000000000000{n:05d}")
     chat_id = factory.LazyAttribute(lambda o: o.id)
 
 

@@ -1,4 +1,5 @@
-"""The chat interface: hello, CORS, user keys and POST /chat/{webhookId}/messages."""
+"""The chat interface: hello, CORS, user keys, POST /chat/{webhookId}/messages
+with every payload type, and reading, listing and deleting messages."""
 
 import re
 import uuid
@@ -18,6 +19,7 @@ from tests.factories import (
     BotFactory,
     ChatConnectionFactory,
     ConversationFactory,
+    MessageFactory,
     ParticipantFactory,
     UserFactory,
     user_key,
@@ -752,3 +754,195 @@ def test_body_not_json_content_type(chat):
         HTTP_X_USER_KEY=chat.key,
     )
     assert_error(response, 415, "UnsupportedMediaType")
+
+
+# --- reading, listing and deleting messages ---------------------------------
+
+
+def keyed(chat: Chat, user: User) -> APIClient:
+    return APIClient(HTTP_X_USER_KEY=user_key(chat.connection, user))
+
+
+def message_url(chat: Chat, message_id: str) -> str:
+    return f"{chat.messages_url}/{message_id}"
+
+
+@pytest.fixture
+def bob(chat) -> User:
+    """A second participant of the conversation."""
+    bob = UserFactory(bot=chat.bot, chat_id="bob")
+    ParticipantFactory(conversation=chat.conversation, user=bob)
+    return bob
+
+
+@pytest.fixture
+def stranger(chat) -> User:
+    return UserFactory(bot=chat.bot, chat_id="stranger")
+
+
+def test_get_a_message(chat, bob):
+    created = chat.send({"type": "text", "text": "hi"}, metadata={"k": "v"}).json()["message"]
+    response = keyed(chat, bob).get(message_url(chat, created["id"]))
+    assert response.status_code == 200, response.content
+    assert response.json() == {"message": created}
+
+
+def test_get_a_bot_message_shows_its_authors_chat_id(chat):
+    bot_user = UserFactory(bot=chat.bot, chat_id="the-bot")
+    message = MessageFactory(conversation=chat.conversation, user=bot_user, is_bot=True)
+    response = keyed(chat, chat.user).get(message_url(chat, message.id))
+    assert response.status_code == 200, response.content
+    assert response.json()["message"]["userId"] == "the-bot"
+    assert response.json()["message"]["conversationId"] == "support-1"
+
+
+def test_get_a_message_as_a_non_participant_is_403(chat, stranger):
+    message = MessageFactory(conversation=chat.conversation, user=chat.user)
+    response = keyed(chat, stranger).get(message_url(chat, message.id))
+    body = assert_error(response, 403, "Forbidden")
+    # The message does not tell an outsider which conversation it is in.
+    assert "support-1" not in body["message"]
+
+
+def test_get_an_unknown_message_is_404(chat):
+    response = keyed(chat, chat.user).get(message_url(chat, "msg_01J00000000000000000000000"))
+    assert_error(response, 404, "ResourceNotFound")
+
+
+def test_get_a_message_of_another_bot_is_404(chat):
+    other = MessageFactory()
+    assert_error(keyed(chat, chat.user).get(message_url(chat, other.id)), 404, "ResourceNotFound")
+
+
+@pytest.mark.parametrize("message_id", ["nope", "conv_01J0000000000000000000NONE", "msg_x"])
+def test_get_a_message_by_an_impossible_id_is_400(chat, message_id):
+    response = keyed(chat, chat.user).get(message_url(chat, message_id))
+    assert_error(response, 400, "InvalidIdentifier")
+
+
+def test_the_sender_deletes_a_message(chat):
+    message = MessageFactory(conversation=chat.conversation, user=chat.user)
+    kept = MessageFactory(conversation=chat.conversation, user=chat.user)
+    response = keyed(chat, chat.user).delete(message_url(chat, message.id))
+    assert response.status_code == 200, response.content
+    assert response.json() == {}
+    assert list(Message.objects.values_list("id", flat=True)) == [kept.id]
+    gone = keyed(chat, chat.user).get(message_url(chat, message.id))
+    assert_error(gone, 404, "ResourceNotFound")
+
+
+def test_deleting_a_message_keeps_its_event(chat):
+    message_id = chat.send({"type": "text", "text": "hi"}).json()["message"]["id"]
+    assert keyed(chat, chat.user).delete(message_url(chat, message_id)).status_code == 200
+    event = Event.objects.get(type="message_created")
+    assert event.message_id is None
+
+
+def test_another_participant_cannot_delete_a_message(chat, bob):
+    message = MessageFactory(conversation=chat.conversation, user=chat.user)
+    response = keyed(chat, bob).delete(message_url(chat, message.id))
+    assert "sender" in assert_error(response, 403, "Forbidden")["message"]
+    assert Message.objects.filter(pk=message.pk).exists()
+
+
+def test_a_bot_message_in_the_users_name_cannot_be_deleted_by_them(chat):
+    message = MessageFactory(conversation=chat.conversation, user=chat.user, is_bot=True)
+    response = keyed(chat, chat.user).delete(message_url(chat, message.id))
+    assert_error(response, 403, "Forbidden")
+    assert Message.objects.filter(pk=message.pk).exists()
+
+
+def test_a_non_participant_cannot_delete_a_message(chat, stranger):
+    message = MessageFactory(conversation=chat.conversation, user=chat.user)
+    response = keyed(chat, stranger).delete(message_url(chat, message.id))
+    assert_error(response, 403, "Forbidden")
+    assert Message.objects.filter(pk=message.pk).exists()
+
+
+def test_deleting_an_unknown_message_is_404(chat):
+    response = keyed(chat, chat.user).delete(message_url(chat, "msg_01J00000000000000000000000"))
+    assert_error(response, 404, "ResourceNotFound")
+
+
+def conversation_messages_url(chat: Chat, chat_id: str = "support-1") -> str:
+    return f"/chat/{chat.connection.webhook_id}/conversations/{chat_id}/messages"
+
+
+def test_list_a_conversations_messages_newest_first_with_the_bots(chat, bob):
+    bot_user = UserFactory(bot=chat.bot, chat_id="the-bot")
+    mine = MessageFactory(conversation=chat.conversation, user=chat.user)
+    reply = MessageFactory(conversation=chat.conversation, user=bot_user, is_bot=True)
+    theirs = MessageFactory(conversation=chat.conversation, user=bob, metadata={"a": 1})
+    MessageFactory(user=chat.user, conversation=ConversationFactory(bot=chat.bot))
+    response = keyed(chat, chat.user).get(conversation_messages_url(chat))
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert [m["id"] for m in body["messages"]] == [theirs.id, reply.id, mine.id]
+    assert [m["userId"] for m in body["messages"]] == ["bob", "the-bot", "alice"]
+    assert body["messages"][0]["metadata"] == {"a": 1}
+    assert "metadata" not in body["messages"][1]
+    assert body["meta"] == {}
+
+
+def test_list_messages_of_a_conversation_whose_id_holds_slashes(chat):
+    conversation = ConversationFactory(bot=chat.bot, chat_id="a/b/messages", owner=chat.user)
+    ParticipantFactory(conversation=conversation, user=chat.user)
+    message = MessageFactory(conversation=conversation, user=chat.user)
+    response = keyed(chat, chat.user).get(conversation_messages_url(chat, "a/b/messages"))
+    assert response.status_code == 200, response.content
+    assert [m["id"] for m in response.json()["messages"]] == [message.id]
+
+
+def test_list_messages_in_pages(chat):
+    made = [MessageFactory(conversation=chat.conversation, user=chat.user) for _ in range(7)]
+    client = keyed(chat, chat.user)
+    seen: list[str] = []
+    pages = 0
+    query: dict[str, Any] = {"pageSize": 3}
+    while True:
+        body = client.get(conversation_messages_url(chat), query).json()
+        pages += 1
+        seen += [m["id"] for m in body["messages"]]
+        if "nextToken" not in body["meta"]:
+            break
+        query["nextToken"] = body["meta"]["nextToken"]
+    assert pages == 3
+    assert seen == [m.id for m in reversed(made)]
+
+
+def test_a_token_of_another_conversations_messages_is_400(chat):
+    for _ in range(2):
+        MessageFactory(conversation=chat.conversation, user=chat.user)
+    other = ConversationFactory(bot=chat.bot, chat_id="other", owner=chat.user)
+    ParticipantFactory(conversation=other, user=chat.user)
+    client = keyed(chat, chat.user)
+    token = client.get(conversation_messages_url(chat), {"pageSize": 1}).json()["meta"]["nextToken"]
+    response = client.get(conversation_messages_url(chat, "other"), {"nextToken": token})
+    assert_error(response, 400, "InvalidQuery")
+
+
+@pytest.mark.parametrize("query", [{"nextToken": "garbage"}, {"pageSize": "-1"}])
+def test_list_messages_with_a_bad_query_is_400(chat, query):
+    response = keyed(chat, chat.user).get(conversation_messages_url(chat), query)
+    assert_error(response, 400, "InvalidQuery")
+
+
+def test_list_messages_as_a_non_participant_is_403(chat, stranger):
+    response = keyed(chat, stranger).get(conversation_messages_url(chat))
+    assert_error(response, 403, "Forbidden")
+
+
+def test_list_messages_of_an_unknown_conversation_is_404(chat):
+    response = keyed(chat, chat.user).get(conversation_messages_url(chat, "nope"))
+    assert_error(response, 404, "ResourceNotFound")
+
+
+def test_list_messages_query_count(chat, bob, django_assert_num_queries):
+    for author in (chat.user, bob, chat.user):
+        MessageFactory(conversation=chat.conversation, user=author)
+    client = keyed(chat, chat.user)
+    # The connection, the key's user, the conversation with the caller's part
+    # in it, and the page with each message's author and conversation.
+    with django_assert_num_queries(4):
+        response = client.get(conversation_messages_url(chat))
+    assert len(response.json()["messages"]) == 3

@@ -6,7 +6,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from bots.models import AccessToken, Bot, Membership, Role, Workspace
@@ -23,6 +23,7 @@ KEYS = {
     "chatUrl",
     "workspaceId",
     "botId",
+    "webhookSecret",
     "tokens",
     "outsiderToken",
     "otherBotId",
@@ -238,3 +239,26 @@ def test_stranger_user_key_is_forbidden(demo):
 
 def test_chat_hello(demo):
     assert APIClient().get(f"/chat/{demo['webhookId']}/hello").status_code == 200
+
+
+def test_the_webhook_secret_is_the_bots():
+    demo = seed()
+    assert Bot.objects.get(id=demo["botId"]).signing_secret == demo["webhookSecret"]
+    assert demo["webhookSecret"].startswith("whsec_")
+
+
+def test_webhook_url_points_the_demo_bot_at_a_receiver():
+    out = io.StringIO()
+    call_command("seed_demo", "--json", "--webhook-url", "http://127.0.0.1:8100/", stdout=out)
+    demo = json.loads(out.getvalue())
+    assert Bot.objects.get(id=demo["botId"]).webhook_url == "http://127.0.0.1:8100/"
+    assert Bot.objects.get(id=seed()["botId"]).webhook_url == ""
+
+
+def test_a_bad_webhook_url_is_refused_and_nothing_is_made():
+    bots = Bot.objects.count()
+    with pytest.raises(CommandError, match="--webhook-url"):
+        call_command(
+            "seed_demo", "--json", "--webhook-url", "ftp://example.test/", stdout=io.StringIO()
+        )
+    assert Bot.objects.count() == bots

@@ -88,6 +88,9 @@ class Message(models.Model):
     metadata = models.JSONField(null=True, blank=True)
     tags = models.JSONField(default=dict, blank=True)
     is_bot = models.BooleanField(default=False)
+    # "synthetic" when a bot made the message up (the runtime API's `origin`);
+    # blank for a message that someone actually sent.
+    origin = models.CharField(max_length=20, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -94,3 +94,12 @@ class RateLimited(APIError):
 
 class Internal(APIError):
     pass
+
+
+class Unavailable(APIError):
+    """The service cannot do its work right now (database or broker out of
+    reach, no free database connection): 503, worth retrying. The contract has
+    no type of its own for it; clients read the status."""
+
+    status_code = 503
+    default_message = "The service is unavailable; retry shortly"

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -102,6 +103,32 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
     if isinstance(exc, drf.APIException):
         cls = _BY_STATUS.get(exc.status_code, errors.InvalidPayload)
         return cls(str(exc.detail))
+    if isinstance(exc, IntegrityError):
+        return integrity_error(exc)
+    if isinstance(exc, OperationalError):
+        # The database out of reach, no free connection in the pool within
+        # DATABASE_POOL_TIMEOUT, a lock not granted: nothing the client did,
+        # and likely to pass. Logged with its trace as a 5xx.
+        return errors.Unavailable(headers={"Retry-After": "1"})
+    return None
+
+
+def integrity_error(exc: IntegrityError) -> errors.APIError | None:
+    """A constraint broken by a concurrent request between this request's
+    reads and its commit (a user deleting themselves while they post, two
+    requests making the same id): the transaction was rolled back, so the
+    client is told what happened and may retry. Services catch the cases
+    they expect; this is the net under the rest."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    text = str(exc)
+    if sqlstate == "23503" or "FOREIGN KEY constraint failed" in text:
+        return errors.ReferenceNotFound(
+            "Something this request refers to was deleted while it ran; nothing was written"
+        )
+    if sqlstate == "23505" or "UNIQUE constraint failed" in text:
+        return errors.AlreadyExists(
+            "Another request made the same object at the same time; nothing was written"
+        )
     return None
 
 

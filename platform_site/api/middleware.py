@@ -1,46 +1,34 @@
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
 
 from platform_site.api import errors
+from platform_site.api.body_limits import BODY_REFUSAL, body_refusal
 from platform_site.api.exception_handler import error_response
 
 
 class BodySizeLimitMiddleware:
-    """413 before a byte of an oversize body is read: 50 MB on the admin API,
-    1 MB everywhere else (runtime and chat), except the bytes of a file sent
-    to its upload URL (FILE_UPLOAD_MAX_SIZE; the view holds them to the size
-    the file announced)."""
+    """413 before a byte of an oversize body is read (platform_site.api.body_limits
+    has the rule). Under ASGI the body was never handed to Django when
+    platform_site.asgi refused it: its refusal is answered here, so that the
+    answer goes through the same middleware (CORS headers, logging) as any other."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
-            # Django reads a WSGI body up to Content-Length only: a chunked
-            # body would reach the view empty, and be blamed for missing fields.
-            return error_response(
-                errors.InvalidPayload(
-                    "Chunked request bodies are not supported: send Content-Length"
-                )
+        refusal = request.scope.get(BODY_REFUSAL) if isinstance(request, ASGIRequest) else None
+        if refusal is None:
+            refusal = body_refusal(
+                path=request.path,
+                content_length=request.META.get("CONTENT_LENGTH"),
+                transfer_encoding=request.META.get("HTTP_TRANSFER_ENCODING", ""),
             )
-        raw_length = request.META.get("CONTENT_LENGTH") or "0"
-        try:
-            length = int(raw_length)
-        except ValueError:
-            return error_response(errors.InvalidPayload("Content-Length is not a number"))
-        if request.path.startswith(settings.FILE_UPLOAD_PATH):
-            limit = settings.FILE_UPLOAD_MAX_SIZE
-        elif request.path.startswith(("/v1/admin/", "/admin/")):
-            limit = settings.ADMIN_BODY_LIMIT
-        else:
-            limit = settings.RUNTIME_BODY_LIMIT
-        if length > limit:
-            return error_response(
-                errors.PayloadTooLarge(f"The request body is over the limit of {limit} bytes")
-            )
+        if refusal is not None:
+            return error_response(refusal)
         return self.get_response(request)
 
 

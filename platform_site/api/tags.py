@@ -4,15 +4,17 @@ Django's key transforms read a key made of digits as an array index, so
 `tags[0]=v` would match nothing; this expression treats every key as a key."""
 
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, Expression, F
+from django.db.models import BooleanField, Expression, F, Model, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 from django.http import QueryDict
 
 from platform_site.api.errors import InvalidQuery
+
+ModelT = TypeVar("ModelT", bound=Model)
 
 
 class TagEquals(Expression):
@@ -72,3 +74,10 @@ def tag_filters(query: QueryDict) -> dict[str, str]:
             raise InvalidQuery(f"{name} is given more than once")
         tags[match["key"]] = values[0]
     return tags
+
+
+def tagged(queryset: QuerySet[ModelT], tags: Mapping[str, str]) -> QuerySet[ModelT]:
+    """The rows of `queryset` whose `tags` hold every key of `tags` with its value."""
+    for key, value in tags.items():
+        queryset = queryset.filter(TagEquals("tags", key, value))
+    return queryset

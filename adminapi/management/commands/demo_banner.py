@@ -16,6 +16,20 @@ def curl(method: str, url: str, headers: dict[str, str], body: dict[str, Any] | 
     return shlex.join(parts)
 
 
+def delivery_hint(demo: dict[str, Any], demo_json: Path) -> list[str]:
+    url = demo.get("webhookUrl")
+    if not url:
+        return [
+            "# create an event (the demo bot has no webhook URL, so it ends `ignored`:",
+            "# set one on the bot in the Django admin to receive deliveries)",
+        ]
+    return [
+        f"# the demo bot's events are delivered to {url}: run the example bot there,",
+        f"# in another terminal: .venv/bin/python examples/echo_bot.py --demo {demo_json}",
+        "# (until it runs, deliveries fail and are retried). Create an event:",
+    ]
+
+
 class Command(BaseCommand):
     help = "Print the URLs, demo credentials and a working curl line for each endpoint."
 
@@ -47,8 +61,7 @@ class Command(BaseCommand):
             "",
             "Try it:",
             "",
-            "# create an event (the demo bot has no webhook URL, so it ends `ignored`:",
-            "# set one on the bot in the Django admin to receive deliveries)",
+            *delivery_hint(demo, options["demo_json"]),
             curl("POST", f"{base}/v1/chat/events", runtime, {"type": "greeting", "payload": {}}),
             "# schedule one for a minute from now, then list the bot's events",
             curl(
@@ -71,6 +84,17 @@ class Command(BaseCommand):
                     "payload": {"type": "text", "text": "Hello bot"},
                 },
             ),
+            "# read the conversation (the echo bot's reply shows up here) and listen to it live",
+            curl(
+                "GET",
+                f"{chat}/{demo['webhookId']}/conversations/{demo['conversationId']}/messages",
+                {"x-user-key": demo["userKey"]},
+            ),
+            curl(
+                "GET",
+                f"{chat}/{demo['webhookId']}/conversations/{demo['conversationId']}/listen",
+                {"x-user-key": demo["userKey"]},
+            ).replace("curl -sS", "curl -sSN", 1),
             "# list the workspace's bots",
             curl("GET", f"{base}/v1/admin/bots", admin),
             "",

@@ -6,17 +6,16 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from bots.models import Bot, Role
 from bots.services import bot_create, membership_create, workspace_create
 from bots.tokens import access_token_create
-from chat.connections import (
-    chat_connection_create,
-    chat_user_create,
-    conversation_create,
-)
+from chat.services.connections import chat_connection_create
+from chat.services.conversations import conversation_create
+from chat.services.users import chat_user_create
 from files.indexing import file_index
 from files.models import File
 from files.services import file_upsert
@@ -73,6 +72,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print one JSON object")
+        parser.add_argument(
+            "--webhook-url",
+            default="",
+            help="Where the demo bot's events are delivered (e.g. examples/echo_bot.py's URL)",
+        )
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
@@ -97,7 +101,15 @@ class Command(BaseCommand):
             membership_create(workspace=workspace, account=member, role=role)
             tokens[role.value] = access_token_create(account=member, name="demo")[1]
 
-        bot = bot_create(workspace=workspace, name="Demo bot", tags={"env": "demo"})
+        try:
+            bot = bot_create(
+                workspace=workspace,
+                name="Demo bot",
+                tags={"env": "demo"},
+                webhook_url=options["webhook_url"],
+            )
+        except ValidationError as exc:
+            raise CommandError(f"--webhook-url: {'; '.join(exc.messages)}") from None
 
         outsider = account("outsider")
         other_workspace = workspace_create(name=f"Other {suffix}", owner=outsider)
@@ -118,6 +130,8 @@ class Command(BaseCommand):
             "admin": {"username": owner_email, "password": password},
             "workspaceId": workspace.id,
             "botId": bot.id,
+            "webhookUrl": bot.webhook_url,
+            "webhookSecret": bot.signing_secret,
             "tokens": tokens,
             "outsiderToken": outsider_token,
             "otherBotId": other_bot.id,

@@ -1,24 +1,23 @@
+"""Users' messages: a created one becomes an event for the bot and reaches
+the conversation's listeners."""
+
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from bots.models import Conversation, Message, Participant, User
+from bots.models import Conversation, Message, User
 from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
+from chat.live.publish import stream_publish
+from chat.presenters import (
+    MESSAGE_CREATED,
+    MESSAGE_DELETED,
+    message_deleted_stream_json,
+    message_stream_json,
+)
+from chat.selectors import conversation_reference
 from events.services import EventReferences, event_record
-from platform_site.api.errors import Forbidden, ReferenceNotFound
-
-MESSAGE_CREATED = "message_created"
-
-
-def conversation_for_participant(*, user: User, chat_id: str) -> Conversation:
-    """The conversation a chat id names in the user's bot, if the user takes part in it."""
-    conversation = Conversation.objects.filter(bot_id=user.bot_id, chat_id=chat_id).first()
-    if conversation is None:
-        raise ReferenceNotFound(f"conversationId: conversation {chat_id!r} does not exist")
-    if not Participant.objects.filter(conversation=conversation, user=user).exists():
-        raise Forbidden(f"You are not a participant of conversation {chat_id!r}")
-    return conversation
+from platform_site.api.errors import Forbidden
 
 
 @transaction.atomic
@@ -31,7 +30,7 @@ def chat_message_create(
 ) -> Message:
     """A user's message in a conversation they take part in; the bot hears of
     it through a `message_created` event, stored in the same transaction."""
-    conversation = conversation_for_participant(user=user, chat_id=conversation_chat_id)
+    conversation = conversation_reference(user=user, chat_id=conversation_chat_id)
     message = Message.objects.create(
         bot_id=user.bot_id,
         conversation=conversation,
@@ -52,4 +51,18 @@ def chat_message_create(
         },
         references=EventReferences(conversation=conversation, user=user, message=message),
     )
+    stream_publish(
+        conversation_id=conversation.id, type=MESSAGE_CREATED, data=message_stream_json(message)
+    )
     return message
+
+
+@transaction.atomic
+def chat_message_delete(*, user: User, message: Message) -> None:
+    """Delete a message the user sent through the chat interface (not one the
+    bot sent in their name)."""
+    if message.is_bot or message.user_id != user.id:
+        raise Forbidden(f"Only the sender of message {message.id!r} may delete it")
+    data = message_deleted_stream_json(message)
+    message.delete()
+    stream_publish(conversation_id=message.conversation_id, type=MESSAGE_DELETED, data=data)

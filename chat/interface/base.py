@@ -1,0 +1,40 @@
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.authentication import UserKeyAuthentication
+from chat.models import ChatConnection
+from platform_site.api.errors import ResourceNotFound
+from platform_site.api.views import ApiView
+
+
+class ChatView(ApiView):
+    """A route under {chat_url}/{webhook_id}: the connection is found first,
+    so that an unknown webhook id is a 404 whatever the credentials."""
+
+    authentication_classes = [UserKeyAuthentication]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        webhook_id = kwargs["webhook_id"]
+        connection = ChatConnection.objects.filter(webhook_id=webhook_id).first()
+        if connection is None:
+            raise ResourceNotFound(f"Chat {webhook_id!r} not found")
+        request.chat_connection = connection  # type: ignore[attr-defined]
+        super().initial(request, *args, **kwargs)
+
+
+class HelloView(ChatView):
+    authentication_classes = []
+    permissions_by_method = {"GET": [AllowAny]}
+
+    @extend_schema(
+        summary="Check the chat interface",
+        operation_id="chatHello",
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request, webhook_id: str) -> Response:
+        return Response({"message": "Hello World!"})

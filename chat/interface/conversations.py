@@ -1,0 +1,103 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.interface.base import ChatView
+from chat.interface.serializers import (
+    ConversationCreateSerializer,
+    ConversationGetOrCreateSerializer,
+)
+from chat.permissions import IsChatUser
+from chat.presenters import conversation_chat_json
+from chat.principals import chat_principal
+from chat.selectors import conversation_get, conversations_list
+from chat.services.conversations import (
+    conversation_create,
+    conversation_delete,
+    conversation_get_or_create,
+)
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
+
+
+class ConversationCollectionView(ChatView):
+    permissions_by_method = {"POST": [IsChatUser], "GET": [IsChatUser]}
+
+    @extend_schema(
+        summary="Create a conversation owned by the key's user",
+        operation_id="chatCreateConversation",
+        request=ConversationCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, 409: ERROR, **ERRORS},
+    )
+    def post(self, request: Request, webhook_id: str) -> Response:
+        serializer = ConversationCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation = conversation_create(
+            creator=chat_principal(request).user, chat_id=serializer.validated_data.get("id")
+        )
+        return Response({"conversation": conversation_chat_json(conversation)}, status=201)
+
+    @extend_schema(
+        summary="List the conversations the key's user takes part in, newest first",
+        operation_id="chatListConversations",
+        parameters=[NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, webhook_id: str) -> Response:
+        page = conversations_list(
+            user=chat_principal(request).user, page=page_request(request.query_params)
+        )
+        return Response(
+            {
+                "conversations": [conversation_chat_json(c) for c in page.items],
+                "meta": page.meta(),
+            }
+        )
+
+
+class ConversationGetOrCreateView(ChatView):
+    permissions_by_method = {"POST": [IsChatUser]}
+
+    @extend_schema(
+        summary="Get a conversation the key's user takes part in, or create it",
+        description="201 when the conversation was made, 200 when it existed.",
+        operation_id="chatGetOrCreateConversation",
+        request=ConversationGetOrCreateSerializer,
+        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def post(self, request: Request, webhook_id: str) -> Response:
+        serializer = ConversationGetOrCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        conversation, created = conversation_get_or_create(
+            user=chat_principal(request).user, chat_id=serializer.validated_data["id"]
+        )
+        return Response(
+            {"conversation": conversation_chat_json(conversation)},
+            status=201 if created else 200,
+        )
+
+
+class ConversationDetailView(ChatView):
+    permissions_by_method = {"GET": [IsChatUser], "DELETE": [IsChatUser]}
+
+    @extend_schema(
+        summary="Get a conversation",
+        operation_id="chatGetConversation",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
+        conversation = conversation_get(user=chat_principal(request).user, chat_id=conversation_id)
+        return Response({"conversation": conversation_chat_json(conversation)})
+
+    @extend_schema(
+        summary="Delete a conversation the key's user owns",
+        operation_id="chatDeleteConversation",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def delete(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
+        user = chat_principal(request).user
+        conversation_delete(
+            user=user, conversation=conversation_get(user=user, chat_id=conversation_id)
+        )
+        return Response({})

@@ -1,0 +1,47 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.interface.base import ChatView
+from chat.interface.serializers import ChatEventCreateSerializer
+from chat.permissions import IsChatUser
+from chat.presenters import chat_event_json
+from chat.principals import chat_principal
+from chat.selectors import chat_event_get
+from chat.services.chat_events import chat_event_create
+from platform_site.api.schema import ERRORS
+
+
+class ChatEventCollectionView(ChatView):
+    permissions_by_method = {"POST": [IsChatUser]}
+
+    @extend_schema(
+        summary="Send a custom event to the bot in a conversation",
+        operation_id="chatCreateEvent",
+        request=ChatEventCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def post(self, request: Request, webhook_id: str) -> Response:
+        serializer = ChatEventCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        event = chat_event_create(
+            user=chat_principal(request).user,
+            conversation_chat_id=data["conversationId"],
+            payload=data["payload"],
+        )
+        return Response({"event": chat_event_json(event)}, status=201)
+
+
+class ChatEventDetailView(ChatView):
+    permissions_by_method = {"GET": [IsChatUser]}
+
+    @extend_schema(
+        summary="Get a custom event of a conversation the key's user takes part in",
+        operation_id="chatGetEvent",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, webhook_id: str, event_id: str) -> Response:
+        event = chat_event_get(user=chat_principal(request).user, event_id=event_id)
+        return Response({"event": chat_event_json(event)})

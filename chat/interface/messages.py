@@ -1,0 +1,77 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from chat.interface.base import ChatView
+from chat.interface.serializers import ChatMessageCreateSerializer
+from chat.permissions import IsChatUser
+from chat.presenters import message_chat_json
+from chat.principals import chat_principal
+from chat.selectors import conversation_get, message_get, messages_list
+from chat.services.messages import chat_message_create, chat_message_delete
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+
+
+class MessageCollectionView(ChatView):
+    permissions_by_method = {"POST": [IsChatUser]}
+
+    @extend_schema(
+        summary="Send a message as the key's user",
+        operation_id="chatCreateMessage",
+        request=ChatMessageCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def post(self, request: Request, webhook_id: str) -> Response:
+        principal = chat_principal(request)
+        serializer = ChatMessageCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        message = chat_message_create(
+            user=principal.user,
+            conversation_chat_id=data["conversationId"],
+            payload=data["payload"],
+            metadata=data.get("metadata"),
+        )
+        return Response({"message": message_chat_json(message)}, status=201)
+
+
+class MessageDetailView(ChatView):
+    permissions_by_method = {"GET": [IsChatUser], "DELETE": [IsChatUser]}
+
+    @extend_schema(
+        summary="Get a message of a conversation the key's user takes part in",
+        operation_id="chatGetMessage",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        message = message_get(user=chat_principal(request).user, message_id=message_id)
+        return Response({"message": message_chat_json(message)})
+
+    @extend_schema(
+        summary="Delete a message the key's user sent",
+        operation_id="chatDeleteMessage",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def delete(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        user = chat_principal(request).user
+        chat_message_delete(user=user, message=message_get(user=user, message_id=message_id))
+        return Response({})
+
+
+class ConversationMessagesView(ChatView):
+    permissions_by_method = {"GET": [IsChatUser]}
+
+    @extend_schema(
+        summary="List a conversation's messages, newest first",
+        operation_id="chatListConversationMessages",
+        parameters=[NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
+        conversation = conversation_get(user=chat_principal(request).user, chat_id=conversation_id)
+        page = messages_list(conversation=conversation, page=page_request(request.query_params))
+        return Response(
+            {"messages": [message_chat_json(m) for m in page.items], "meta": page.meta()}
+        )

@@ -1,0 +1,91 @@
+"""Who may listen to a conversation: a participant, by the `x-user-key` of
+the chat connection that the URL names. Checked in the order of the other chat
+routes: unknown webhook 404, wrong method 405, key 401, conversation id 400,
+unknown conversation 404, not a participant 403."""
+
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.db.models import Exists, OuterRef
+
+from bots.models import Conversation, Participant, User
+from chat.authentication import USER_KEY_CHALLENGE
+from chat.keys import InvalidUserKey, is_chat_id, user_key_read
+from chat.models import ChatConnection
+from platform_site.api.database import database_release
+from platform_site.api.errors import (
+    Forbidden,
+    InvalidIdentifier,
+    MethodNotFound,
+    ResourceNotFound,
+    Unauthorized,
+)
+
+
+@dataclass(frozen=True)
+class Listener:
+    conversation_id: str  # the runtime id, which names the channel
+    participant_id: str  # the chat id of the key's user: their removal ends the stream
+
+
+async def listener_admit(
+    *, webhook_id: str, method: str, key: str | None, conversation_chat_id: str
+) -> Listener:
+    """The listener a request stands for, or the API error that refuses it."""
+    try:
+        return await _listener_admit(
+            webhook_id=webhook_id, method=method, key=key, conversation_chat_id=conversation_chat_id
+        )
+    finally:
+        # A stream outlives its lookups by hours: listeners hold no connection.
+        await sync_to_async(database_release)()
+
+
+async def _listener_admit(
+    *, webhook_id: str, method: str, key: str | None, conversation_chat_id: str
+) -> Listener:
+    chat = await ChatConnection.objects.filter(webhook_id=webhook_id).afirst()
+    if chat is None:
+        raise ResourceNotFound(f"Chat {webhook_id!r} not found")
+    if method != "GET":
+        raise MethodNotFound(
+            f"Method {method!r} not allowed on the live stream: use GET", headers={"Allow": "GET"}
+        )
+    user = await _key_user(chat=chat, key=key)
+    if not is_chat_id(conversation_chat_id):
+        raise InvalidIdentifier(f"{conversation_chat_id[:80]!r} is not a conversation id")
+    conversation = await (
+        Conversation.objects.filter(bot_id=chat.bot_id, chat_id=conversation_chat_id)
+        .annotate(
+            is_participant=Exists(
+                Participant.objects.filter(conversation=OuterRef("pk"), user=user)
+            )
+        )
+        .only("id")
+        .afirst()
+    )
+    if conversation is None:
+        raise ResourceNotFound(f"Conversation {conversation_chat_id!r} not found")
+    if not conversation.is_participant:
+        raise Forbidden(f"You are not a participant of conversation {conversation_chat_id!r}")
+    return Listener(conversation_id=conversation.id, participant_id=user.chat_id)
+
+
+async def _key_user(*, chat: ChatConnection, key: str | None) -> User:
+    def refused(message: str) -> Unauthorized:
+        return Unauthorized(message, headers={"WWW-Authenticate": USER_KEY_CHALLENGE})
+
+    if key is None:
+        raise refused("Send the user key in the x-user-key header")
+    try:
+        chat_user_id = user_key_read(connection=chat, key=key)
+    except InvalidUserKey as exc:
+        raise refused(str(exc)) from None
+    user = (
+        await User.objects.filter(bot_id=chat.bot_id, chat_id=chat_user_id)
+        .only("id", "chat_id")
+        .afirst()
+    )
+    if user is None:
+        raise refused("The user key names a user that does not exist")
+    return user

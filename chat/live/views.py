@@ -1,0 +1,56 @@
+"""GET {chat_url}/{webhookId}/conversations/{id}/listen: the live stream of a
+conversation, for its participants.
+
+An async view, so that a listener waiting for news costs the server a
+coroutine, not a worker: it runs under the ASGI application
+(platform_site.asgi) only."""
+
+import logging
+
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from chat.live.access import listener_admit
+from chat.live.bus import conversation_channel, live_bus
+from chat.live.stream import listener_stream
+from platform_site.api.errors import APIError, Internal
+from platform_site.api.exception_handler import error_response
+
+logger = logging.getLogger("chat.live")
+
+
+@csrf_exempt  # authenticated by a header, like the rest of the API
+async def conversation_listen(
+    request: HttpRequest, webhook_id: str, conversation_id: str
+) -> HttpResponseBase:
+    try:
+        listener = await listener_admit(
+            webhook_id=webhook_id,
+            method=request.method or "",
+            key=request.headers.get("x-user-key"),
+            conversation_chat_id=conversation_id,
+        )
+        if not isinstance(request, ASGIRequest):
+            # A WSGI server would read the endless stream to its end before
+            # sending a byte, and hold a worker for good.
+            logger.error("live stream requested from a WSGI server: serve platform_site.asgi")
+            raise Internal("The live stream is served by the ASGI application only")
+    except APIError as error:
+        return error_response(error)
+    # Subscribed before answering: nothing published once the client has the
+    # first bytes is missed.
+    subscription = await live_bus().subscribe(conversation_channel(listener.conversation_id)).open()
+    response = StreamingHttpResponse(
+        listener_stream(
+            subscription=subscription,
+            participant_id=listener.participant_id,
+            heartbeat=settings.LIVE_STREAM_HEARTBEAT,
+        ),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    # nginx and similar proxies: pass each message on as it comes.
+    response["X-Accel-Buffering"] = "no"
+    return response

@@ -1,0 +1,50 @@
+from typing import Any
+
+from rest_framework import serializers
+
+from bots.message_payloads import PAYLOAD_TYPES, MessagePayloadField
+from platform_site.api.fields import (
+    JSONObjectField,
+    StrictCharField,
+    StrictChoiceField,
+    TagsField,
+)
+from platform_site.api.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
+from platform_site.api.serializers import ClosedSerializer
+
+MESSAGE_ORIGINS = ["synthetic"]
+
+
+def _reference() -> StrictCharField:
+    return StrictCharField(min_length=ID_MIN_LENGTH, max_length=ID_MAX_LENGTH)
+
+
+class BotMessageCreateSerializer(ClosedSerializer):
+    """The body of `POST /v1/chat/messages`. The hosted API's clients send the
+    type beside the payload (`{"type": "text", "payload": {"text": …}}`), the
+    chat interface's inside it; either is taken, both when they agree."""
+
+    payload = JSONObjectField()
+    conversationId = _reference()
+    userId = _reference()
+    type = StrictChoiceField(choices=list(PAYLOAD_TYPES), required=False)
+    tags = TagsField(required=False, default=dict)
+    origin = StrictChoiceField(choices=MESSAGE_ORIGINS, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        payload = attrs["payload"]
+        declared = attrs.get("type")
+        carried = payload.get("type")
+        if declared is not None and isinstance(carried, str) and carried != declared:
+            raise serializers.ValidationError(
+                {"type": [f"{declared!r} does not agree with payload.type {carried!r}."]}
+            )
+        if declared is not None and carried is None:
+            # Kept inside the payload too: the chat interface and the live
+            # stream show payloads that carry their type.
+            payload = {**payload, "type": declared}
+        try:
+            attrs["payload"] = MessagePayloadField().run_validation(payload)
+        except serializers.ValidationError as error:
+            raise serializers.ValidationError({"payload": error.detail}) from None
+        return attrs

@@ -1,0 +1,172 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bots.authentication import BotTokenAuthentication
+from bots.permissions import CanReadChat, CanWriteMessages
+from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
+from bots.principals import bot_principal
+from chat.runtime.selectors import (
+    conversation_get,
+    conversations_list,
+    message_get,
+    messages_list,
+    user_get,
+    users_list,
+)
+from chat.runtime.serializers import BotMessageCreateSerializer
+from chat.runtime.services import bot_message_create
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.views import ApiView
+
+TAGS = OpenApiParameter("tags[key]", str, description="Only those with this tag value")
+
+
+class RuntimeChatView(ApiView):
+    authentication_classes = [BotTokenAuthentication]
+
+
+class MessageCollectionView(RuntimeChatView):
+    permissions_by_method = {"POST": [CanWriteMessages], "GET": [CanReadChat]}
+
+    @extend_schema(
+        summary="Create a message of the bot (how a bot replies)",
+        operation_id="createMessage",
+        request=BotMessageCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = BotMessageCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        message = bot_message_create(
+            bot=bot_principal(request).bot,
+            conversation_id=data["conversationId"],
+            user_id=data["userId"],
+            payload=data["payload"],
+            tags=data["tags"],
+            origin=data.get("origin", ""),
+        )
+        return Response({"message": message_runtime_json(message)}, status=201)
+
+    @extend_schema(
+        summary="List the bot's messages, newest first",
+        operation_id="listMessages",
+        parameters=[
+            OpenApiParameter("conversationId", str, description="Only this conversation's"),
+            TAGS,
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        page = messages_list(
+            bot=bot_principal(request).bot,
+            query=request.query_params,
+            page=page_request(request.query_params),
+        )
+        return Response(
+            {"messages": [message_runtime_json(m) for m in page.items], "meta": page.meta()}
+        )
+
+
+class MessageDetailView(RuntimeChatView):
+    permissions_by_method = {"GET": [CanReadChat]}
+
+    @extend_schema(
+        summary="Get a message of the bot",
+        operation_id="getMessage",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, message_id: str) -> Response:
+        message = message_get(bot=bot_principal(request).bot, message_id=message_id)
+        return Response({"message": message_runtime_json(message)})
+
+
+class ConversationCollectionView(RuntimeChatView):
+    permissions_by_method = {"GET": [CanReadChat]}
+
+    @extend_schema(
+        summary="List the bot's conversations, newest first",
+        operation_id="listConversations",
+        parameters=[
+            OpenApiParameter(
+                "participantIds",
+                str,
+                many=True,
+                description="Only conversations that all of these users take part in",
+            ),
+            TAGS,
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        page = conversations_list(
+            bot=bot_principal(request).bot,
+            query=request.query_params,
+            page=page_request(request.query_params),
+        )
+        return Response(
+            {
+                "conversations": [conversation_runtime_json(c) for c in page.items],
+                "meta": page.meta(),
+            }
+        )
+
+
+class ConversationDetailView(RuntimeChatView):
+    permissions_by_method = {"GET": [CanReadChat]}
+
+    @extend_schema(
+        summary="Get a conversation of the bot",
+        operation_id="getConversation",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, conversation_id: str) -> Response:
+        conversation = conversation_get(
+            bot=bot_principal(request).bot, conversation_id=conversation_id
+        )
+        return Response({"conversation": conversation_runtime_json(conversation)})
+
+
+class UserCollectionView(RuntimeChatView):
+    permissions_by_method = {"GET": [CanReadChat]}
+
+    @extend_schema(
+        summary="List the bot's users, newest first",
+        operation_id="listUsers",
+        parameters=[
+            OpenApiParameter(
+                "conversationId", str, description="Only the participants of this conversation"
+            ),
+            TAGS,
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        page = users_list(
+            bot=bot_principal(request).bot,
+            query=request.query_params,
+            page=page_request(request.query_params),
+        )
+        return Response({"users": [user_runtime_json(u) for u in page.items], "meta": page.meta()})
+
+
+class UserDetailView(RuntimeChatView):
+    permissions_by_method = {"GET": [CanReadChat]}
+
+    @extend_schema(
+        summary="Get a user of the bot",
+        operation_id="getUser",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, user_id: str) -> Response:
+        user = user_get(bot=bot_principal(request).bot, user_id=user_id)
+        return Response({"user": user_runtime_json(user)})

@@ -1,0 +1,30 @@
+"""Custom events a user sends in a conversation: an event for the bot, which
+the event engine delivers like any other, and news for the listeners."""
+
+from typing import Any
+
+from django.db import transaction
+
+from bots.models import User
+from chat.live.publish import stream_publish
+from chat.presenters import CUSTOM_EVENT, EVENT_CREATED, chat_event_stream_json
+from chat.selectors import conversation_reference
+from events.models import Event
+from events.services import EventReferences, event_record
+
+
+@transaction.atomic
+def chat_event_create(*, user: User, conversation_chat_id: str, payload: dict[str, Any]) -> Event:
+    """A `custom` event whose payload is the user's, linked to the
+    conversation and the user (the delivery carries their runtime ids)."""
+    conversation = conversation_reference(user=user, chat_id=conversation_chat_id)
+    event = event_record(
+        bot_id=user.bot_id,
+        type=CUSTOM_EVENT,
+        payload=payload,
+        references=EventReferences(conversation=conversation, user=user),
+    )
+    stream_publish(
+        conversation_id=conversation.id, type=EVENT_CREATED, data=chat_event_stream_json(event)
+    )
+    return event

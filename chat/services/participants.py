@@ -1,0 +1,53 @@
+"""Who takes part in a conversation: only its owner adds or removes them."""
+
+from django.db import transaction
+
+from bots.models import Conversation, Participant, User
+from chat.live.publish import stream_publish
+from chat.presenters import PARTICIPANT_ADDED, PARTICIPANT_REMOVED, participant_stream_json
+from chat.selectors import participant_get
+from chat.services.conversations import owner_only
+from platform_site.api.errors import InvalidPayload, ReferenceNotFound, ResourceNotFound
+
+
+@transaction.atomic
+def participant_add(
+    *, actor: User, conversation: Conversation, chat_user_id: str
+) -> tuple[User, bool]:
+    """Add a user of the bot to the conversation; adding one already there
+    changes nothing. Answers the user and whether they were added."""
+    owner_only(user=actor, conversation=conversation, action="add participants")
+    user = User.objects.filter(bot_id=conversation.bot_id, chat_id=chat_user_id).first()
+    if user is None:
+        raise ReferenceNotFound(f"userId: user {chat_user_id!r} does not exist")
+    _, added = Participant.objects.get_or_create(conversation=conversation, user=user)
+    if added:
+        stream_publish(
+            conversation_id=conversation.id,
+            type=PARTICIPANT_ADDED,
+            data=participant_stream_json(conversation=conversation, user=user),
+        )
+    return user, added
+
+
+@transaction.atomic
+def participant_remove(*, actor: User, conversation: Conversation, chat_user_id: str) -> None:
+    """Remove a participant other than the owner."""
+    owner_only(user=actor, conversation=conversation, action="remove participants")
+    user = participant_get(conversation=conversation, chat_user_id=chat_user_id)
+    if user.id == conversation.owner_id:
+        raise InvalidPayload(
+            f"User {user.chat_id!r} owns conversation {conversation.chat_id!r} "
+            "and cannot be removed from it"
+        )
+    removed, _ = Participant.objects.filter(conversation=conversation, user=user).delete()
+    if not removed:
+        # Another request removed them first.
+        raise ResourceNotFound(
+            f"User {user.chat_id!r} is not a participant of conversation {conversation.chat_id!r}"
+        )
+    stream_publish(
+        conversation_id=conversation.id,
+        type=PARTICIPANT_REMOVED,
+        data=participant_stream_json(conversation=conversation, user=user),
+    )

@@ -1,0 +1,110 @@
+"""A bot's end users as the chat interface makes, changes and deletes them."""
+
+from django.db import IntegrityError, transaction
+
+from bots.models import Conversation, User
+from chat.keys import user_key_issue
+from chat.live.publish import stream_publish
+from chat.models import ChatConnection
+from chat.presenters import PARTICIPANT_REMOVED, participant_stream_json
+from platform_site.api.errors import AlreadyExists
+from platform_site.api.ids import new_id
+
+
+def _user_insert(
+    *, connection: ChatConnection, chat_id: str | None, name: str, picture_url: str, profile: str
+) -> User:
+    """When the caller does not choose a chat id, the chat id is the runtime id."""
+    user_id = new_id("user")
+    return User.objects.create(
+        id=user_id,
+        bot_id=connection.bot_id,
+        chat_id=chat_id or user_id,
+        name=name,
+        picture_url=picture_url,
+        profile=profile,
+        tags={"chat:id": chat_id} if chat_id else {},
+    )
+
+
+def chat_user_create(
+    *,
+    connection: ChatConnection,
+    chat_id: str | None = None,
+    name: str = "",
+    picture_url: str = "",
+    profile: str = "",
+) -> tuple[User, str]:
+    """A user of the connection's bot and a key for it; AlreadyExists when
+    the chosen chat id is taken (also by a request racing this one)."""
+    try:
+        with transaction.atomic():
+            user = _user_insert(
+                connection=connection,
+                chat_id=chat_id,
+                name=name,
+                picture_url=picture_url,
+                profile=profile,
+            )
+    except IntegrityError:
+        raise AlreadyExists(f"User {chat_id!r} already exists") from None
+    return user, user_key_issue(connection=connection, chat_user_id=user.chat_id)
+
+
+def chat_user_get_or_create(
+    *,
+    connection: ChatConnection,
+    chat_id: str,
+    name: str = "",
+    picture_url: str = "",
+    profile: str = "",
+) -> tuple[User, bool]:
+    """The user a signed key names, made on the spot (with the given profile)
+    when it does not exist yet; and whether it was made."""
+    user = User.objects.filter(bot_id=connection.bot_id, chat_id=chat_id).first()
+    if user is not None:
+        return user, False
+    try:
+        with transaction.atomic():
+            user = _user_insert(
+                connection=connection,
+                chat_id=chat_id,
+                name=name,
+                picture_url=picture_url,
+                profile=profile,
+            )
+    except IntegrityError:
+        # A request with the same key made it first.
+        return User.objects.get(bot_id=connection.bot_id, chat_id=chat_id), False
+    return user, True
+
+
+def chat_user_update(
+    *,
+    user: User,
+    name: str | None = None,
+    picture_url: str | None = None,
+    profile: str | None = None,
+) -> User:
+    """Set the fields given (an empty string clears one); leave the others."""
+    changes = {"name": name, "picture_url": picture_url, "profile": profile}
+    changed = [field for field, value in changes.items() if value is not None]
+    if changed:
+        for field in changed:
+            setattr(user, field, changes[field])
+        user.save(update_fields=[*changed, "updated_at"])
+    return user
+
+
+@transaction.atomic
+def chat_user_delete(*, user: User) -> None:
+    """Delete the user with their messages and participations. Each of their
+    conversations hears that they left; conversations they own stay, ownerless."""
+    conversations = list(Conversation.objects.filter(participants__user=user).only("chat_id"))
+    user.delete()
+    for conversation in conversations:
+        stream_publish(
+            conversation_id=conversation.id,
+            type=PARTICIPANT_REMOVED,
+            data=participant_stream_json(conversation=conversation, user=user),
+        )

@@ -1,0 +1,1 @@
+"""Example programs that use the platform from outside."""
