@@ -49,6 +49,10 @@ class CanWriteFiles(_RoleAllows):
     action = Action.WRITE_FILES
 
 
+class CanReadMembers(_RoleAllows):
+    action = Action.READ_MEMBERS
+
+
 class CanReadAudit(_RoleAllows):
     action = Action.READ_AUDIT
 

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from bots.models import AccessToken
+from bots.audit import PLATFORM, Actor, audit
+from bots.models import AccessToken, AuditAction
 
 TOKEN_PREFIX = "bp_pat_"
 _RANDOM_PART_LENGTH = 43  # secrets.token_urlsafe(32)
@@ -29,7 +30,11 @@ def hash_token(raw: str) -> str:
 
 @transaction.atomic
 def access_token_create(
-    *, account: Account, name: str = "", expires_in_days: int | None = None
+    *,
+    account: Account,
+    name: str = "",
+    expires_in_days: int | None = None,
+    actor: Actor = PLATFORM,
 ) -> tuple[AccessToken, str]:
     """A new token and its raw value, which is never stored and shown only now."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -41,13 +46,39 @@ def access_token_create(
         token_hash=hash_token(raw),
         expires_at=expires_at,
     )
+    # A token is an account's, not a workspace's: its records have none.
+    audit(
+        actor,
+        action=AuditAction.TOKEN_CREATED,
+        target_type="token",
+        target_id=token.pk,
+        workspace=None,
+        changes={
+            "account": account.get_username(),
+            "name": name,
+            "prefix": token.prefix,
+            "expiresAt": expires_at.isoformat() if expires_at else None,
+        },
+    )
     return token, raw
 
 
-def access_token_revoke(*, token: AccessToken) -> AccessToken:
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
+@transaction.atomic
+def access_token_revoke(*, token: AccessToken, actor: Actor = PLATFORM) -> AccessToken:
+    """Revoke the token; revoking a revoked token changes (and records) nothing."""
+    revoked = AccessToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+    token.refresh_from_db(fields=["revoked_at"])
+    if revoked:
+        audit(
+            actor,
+            action=AuditAction.TOKEN_REVOKED,
+            target_type="token",
+            target_id=token.pk,
+            workspace=None,
+            changes={"account": token.account.get_username(), "prefix": token.prefix},
+        )
     return token
 
 

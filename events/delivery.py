@@ -17,6 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from bots.models import Bot, WorkspaceSettings
 from events.backoff import next_attempt_time, parse_retry_after
 from events.models import FAILURE_REASON_MAX_LENGTH, AttemptOutcome, DeliveryAttempt, Event
 from events.models import EventStatus as Status
@@ -28,6 +29,16 @@ from events.webhook_client import WebhookRequest, WebhookResult, post_all
 logger = logging.getLogger(__name__)
 
 LEASE_LOST = "lease lost"
+# A delivery's requests must end, and its attempts be recorded, before a tick
+# may claim its events again: when the lease has LOOKAHEAD seconds left, which
+# is also the delivery task's hard time limit. Past it the delivery is killed
+# unrecorded and its events are sent again. Recording a batch takes well under
+# RECORD_SECONDS (the margin events.W001 asks of EVENT_DELIVERY_TIMEOUT too),
+# so a workspace's timeout is capped to the room less that: 53 s under the
+# default 60 s lease. A lease too short for that margin gives half its room to
+# the requests; the floor keeps aiohttp from reading a timeout of 0 as none.
+RECORD_SECONDS = 5.0
+MIN_TIMEOUT_SECONDS = 0.1
 
 
 def events_deliver(*, lease: int, event_ids: Sequence[str]) -> Counter[str]:
@@ -36,7 +47,7 @@ def events_deliver(*, lease: int, event_ids: Sequence[str]) -> Counter[str]:
     held = Event.objects.filter(id__in=event_ids, lease=lease)
     # Claimed ahead, a scheduled event stays cancelable until this moment.
     held.filter(status=Status.SCHEDULED).update(status=Status.PENDING, updated_at=timezone.now())
-    events = list(held.filter(status=Status.PENDING).select_related("bot"))
+    events = list(held.filter(status=Status.PENDING).select_related("bot__workspace__settings"))
     tally: Counter[str] = Counter()
     if len(events) < len(event_ids):
         tally["skipped"] = len(event_ids) - len(events)
@@ -47,18 +58,34 @@ def events_deliver(*, lease: int, event_ids: Sequence[str]) -> Counter[str]:
     if not events:
         return tally
     now = timezone.now()
+    ceiling = timeout_ceiling()
     requests = [
         WebhookRequest(
             url=event.bot.webhook_url,
             message_id=event.id,
             body=json.dumps(delivery_json(event), separators=(",", ":"), ensure_ascii=False),
             secrets=bot_signing_secrets(event.bot, now=now),
+            timeout=min(webhook_timeout(event.bot), ceiling),
         )
         for event in events
     ]
-    results = post_all(requests, timeout=settings.EVENT_DELIVERY_TIMEOUT)
+    results = post_all(requests)
     tally.update(_record(lease, events, results))
     return tally
+
+
+def timeout_ceiling() -> float:
+    """The longest a delivery's request may wait for its answer under the lease."""
+    room = settings.EVENT_LEASE_SECONDS - settings.EVENT_DISPATCH_LOOKAHEAD
+    return max(room - RECORD_SECONDS, room / 2, MIN_TIMEOUT_SECONDS)
+
+
+def webhook_timeout(bot: Bot) -> float:
+    """The timeout the bot's workspace asks for (its settings loaded with the bot)."""
+    try:
+        return bot.workspace.settings.webhook_timeout_seconds
+    except WorkspaceSettings.DoesNotExist:
+        return settings.EVENT_DELIVERY_TIMEOUT
 
 
 def _ignore(lease: int, events: list[Event]) -> int:

@@ -24,6 +24,12 @@ class EventStatus(models.TextChoices):
 
 
 WAITING_STATUSES = (EventStatus.SCHEDULED, EventStatus.PENDING)
+FINISHED_STATUSES = (
+    EventStatus.PROCESSED,
+    EventStatus.FAILED,
+    EventStatus.IGNORED,
+    EventStatus.CANCELED,
+)
 
 
 class Event(models.Model):
@@ -88,6 +94,12 @@ class Event(models.Model):
                 fields=["next_attempt_at"],
                 name="event_next_attempt_idx",
                 condition=models.Q(next_attempt_at__isnull=False),
+            ),
+            # What retention deletes: a bot's finished events by age.
+            models.Index(
+                fields=["bot", "updated_at"],
+                name="event_expiry_idx",
+                condition=models.Q(status__in=FINISHED_STATUSES),
             ),
         ]
         constraints = [

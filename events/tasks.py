@@ -1,6 +1,6 @@
-"""Celery tasks of the event engine. Both take ids and call services; the
-database decides what is due and who holds it, so either may run twice or on
-many workers at once without delivering an event twice."""
+"""Celery tasks of the event engine. They take ids, if any, and call services;
+the database decides what is due, who holds it and what has expired, so any
+may run twice or on many workers at once without delivering an event twice."""
 
 import logging
 import time
@@ -14,6 +14,7 @@ from kombu.exceptions import OperationalError
 
 from events.delivery import events_deliver
 from events.dispatch import events_claim_due
+from events.retention import events_purge_expired
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,13 @@ def dispatch_due_events() -> int:
 )
 def deliver_events(lease: int, event_ids: list[str]) -> dict[str, int]:
     return dict(events_deliver(lease=lease, event_ids=event_ids))
+
+
+@shared_task(name="events.tasks.purge_expired_events", ignore_result=True)
+def purge_expired_events() -> int:
+    deleted = events_purge_expired()
+    logger.info("Deleted %d events past their workspace's retention", deleted)
+    return deleted
 
 
 def enqueue_deliveries(lease: int, due: Sequence[tuple[str, datetime]]) -> None:

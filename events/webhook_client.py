@@ -32,6 +32,7 @@ class WebhookRequest:
     message_id: str
     body: str
     secrets: Sequence[str]
+    timeout: float  # seconds the whole request may take, connecting included
 
 
 class Failure:
@@ -84,25 +85,20 @@ class _Loop:
 _loop: _Loop | None = None
 
 
-def post_all(requests: Sequence[WebhookRequest], *, timeout: float) -> list[WebhookResult]:
+def post_all(requests: Sequence[WebhookRequest]) -> list[WebhookResult]:
     """Send every request (each signed at the moment it goes out) and answer
     one result per request, in order. Never raises for a receiver's failure."""
     global _loop
     if _loop is None or _loop.pid != os.getpid():
         _loop = _Loop()
     loop = _loop
-    return loop.runner.run(_post_all(loop, requests, timeout))
+    return loop.runner.run(_post_all(loop, requests))
 
 
-async def _post_all(
-    loop: _Loop, requests: Sequence[WebhookRequest], timeout: float
-) -> list[WebhookResult]:
+async def _post_all(loop: _Loop, requests: Sequence[WebhookRequest]) -> list[WebhookResult]:
     session, in_flight = await loop.open()
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
     return list(
-        await asyncio.gather(
-            *(_post_one(session, in_flight, request, client_timeout) for request in requests)
-        )
+        await asyncio.gather(*(_post_one(session, in_flight, request) for request in requests))
     )
 
 
@@ -110,7 +106,6 @@ async def _post_one(
     session: aiohttp.ClientSession,
     in_flight: asyncio.Semaphore,
     request: WebhookRequest,
-    timeout: aiohttp.ClientTimeout,
 ) -> WebhookResult:
     async with in_flight:
         started_at = datetime.now(UTC)
@@ -130,7 +125,7 @@ async def _post_one(
                 request.url,
                 data=request.body.encode(),
                 headers=headers,
-                timeout=timeout,
+                timeout=aiohttp.ClientTimeout(total=request.timeout),
                 allow_redirects=False,
             ) as response:
                 excerpt = await response.content.read(EXCERPT_BYTES)
@@ -150,7 +145,7 @@ async def _post_one(
                 started_at=started_at,
                 duration_ms=elapsed(),
                 failure=Failure.TIMEOUT,
-                error=f"No response within {timeout.total:g} s",
+                error=f"No response within {request.timeout:g} s",
             )
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
             return WebhookResult(

@@ -302,6 +302,10 @@ EVENT_DELIVERY_TIMEOUT = env.float("EVENT_DELIVERY_TIMEOUT", default=10.0)
 EVENT_RETRY_BASE_SECONDS = env.float("EVENT_RETRY_BASE_SECONDS", default=5.0)
 EVENT_RETRY_MAX_DELAY_SECONDS = env.float("EVENT_RETRY_MAX_DELAY_SECONDS", default=2 * 3600.0)
 EVENT_RETRY_WINDOW_SECONDS = env.float("EVENT_RETRY_WINDOW_SECONDS", default=24 * 3600.0)
+# Finished events older than their workspace's retention are deleted this often
+# (seconds), this many per transaction.
+EVENT_RETENTION_INTERVAL = env.float("EVENT_RETENTION_INTERVAL", default=3600.0)
+EVENT_RETENTION_BATCH = env.int("EVENT_RETENTION_BATCH", default=5000)
 # After a rotation, the old secret signs deliveries beside the new one this long.
 WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", default=24 * 3600.0)
 
@@ -322,6 +326,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "files.tasks.delete_expired_files",
         "schedule": FILE_HOUSEKEEPING_INTERVAL,
         "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
+    },
+    "purge-expired-events": {
+        "task": "events.tasks.purge_expired_events",
+        "schedule": EVENT_RETENTION_INTERVAL,
+        "options": {"expires": EVENT_RETENTION_INTERVAL},
     },
 }
 

@@ -6,6 +6,7 @@ from urllib.parse import quote
 
 import pytest
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
@@ -262,3 +263,12 @@ def test_a_bad_webhook_url_is_refused_and_nothing_is_made():
             "seed_demo", "--json", "--webhook-url", "ftp://example.test/", stdout=io.StringIO()
         )
     assert Bot.objects.count() == bots
+
+
+def test_the_staff_login_is_an_administrator_but_no_superuser(demo):
+    accounts = get_user_model().objects
+    staff = accounts.get(username=demo["staff"]["username"])
+    assert staff.is_staff and not staff.is_superuser
+    assert staff.check_password(demo["staff"]["password"])
+    assert staff.memberships.get().role == Role.ADMINISTRATOR
+    assert accounts.get(username=demo["admin"]["username"]).is_superuser

@@ -1,10 +1,15 @@
+from .audit import AppendOnlyError, AuditAction, AuditRecord
 from .bot import Bot, Integration, IntegrationInstallation, Workflow
 from .conversation import Conversation, Message, Participant, User
 from .token import AccessToken
 from .workspace import Membership, Role, Workspace
+from .workspace_settings import WorkspaceSettings
 
 __all__ = [
     "AccessToken",
+    "AppendOnlyError",
+    "AuditAction",
+    "AuditRecord",
     "Bot",
     "Conversation",
     "Integration",
@@ -16,4 +21,5 @@ __all__ = [
     "User",
     "Workflow",
     "Workspace",
+    "WorkspaceSettings",
 ]

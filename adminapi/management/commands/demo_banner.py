@@ -50,7 +50,9 @@ class Command(BaseCommand):
             f"  Chat:         {chat}",
             f"  Django admin: {demo['adminUrl']}",
             f"                user {demo['admin']['username']}",
-            f"                password {demo['admin']['password']}",
+            f"                password {demo['admin']['password']}  (superuser)",
+            f"                or {demo['staff']['username']}, same password",
+            "                (staff, administrator of the demo workspace: sees only it)",
             f"  Workspace:    {demo['workspaceId']}",
             f"  Bot:          {demo['botId']}",
             "  Tokens:       "

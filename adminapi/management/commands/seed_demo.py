@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from bots.models import Bot, Role
-from bots.services import bot_create, membership_create, workspace_create
+from bots.members import member_add
+from bots.services import bot_create, workspace_create
 from bots.tokens import access_token_create
 from chat.services.connections import chat_connection_create
 from chat.services.conversations import conversation_create
@@ -94,11 +95,19 @@ class Command(BaseCommand):
         )
         workspace = workspace_create(name=f"Demo {suffix}", owner=owner)
         tokens = {Role.OWNER.value: access_token_create(account=owner, name="demo")[1]}
+        staff_email = ""
         for role in Role:
             if role is Role.OWNER:
                 continue
             member = account(role.value)
-            membership_create(workspace=workspace, account=member, role=role)
+            if role is Role.ADMINISTRATOR:
+                # Staff without being superuser: the Django admin shows it
+                # this workspace only.
+                member.is_staff = True
+                member.set_password(password)
+                member.save(update_fields=["is_staff", "password"])
+                staff_email = member.email
+            member_add(workspace=workspace, account=member, role=role)
             tokens[role.value] = access_token_create(account=member, name="demo")[1]
 
         try:
@@ -128,6 +137,7 @@ class Command(BaseCommand):
             "chatUrl": settings.CHAT_URL,
             "adminUrl": f"{settings.PUBLIC_BASE_URL}/admin/",
             "admin": {"username": owner_email, "password": password},
+            "staff": {"username": staff_email, "password": password},
             "workspaceId": workspace.id,
             "botId": bot.id,
             "webhookUrl": bot.webhook_url,

@@ -1,0 +1,1 @@
+"""The admin API's endpoints, one module per noun."""

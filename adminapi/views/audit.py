@@ -1,0 +1,39 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from adminapi.audit_records import audit_records_list, audit_workspace_check
+from adminapi.presenters import audit_record_json
+from adminapi.serializers import AuditRecordQuery
+from adminapi.views.base import AdminView
+from bots.permissions import CanReadAudit
+from bots.principals import workspace_principal
+from platform_site.api.pagination import page_request
+from platform_site.api.query import validate_query
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+
+
+class AuditRecordCollectionView(AdminView):
+    permissions_by_method = {"GET": [CanReadAudit]}
+
+    @extend_schema(
+        summary="List the workspace's audit records, newest first",
+        operation_id="listAuditRecords",
+        parameters=[AuditRecordQuery, NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, workspace_id: str) -> Response:
+        workspace = workspace_principal(request).workspace
+        audit_workspace_check(workspace=workspace, workspace_id=workspace_id)
+        query = validate_query(AuditRecordQuery, request.query_params)
+        actor_id = query.get("actorId")
+        page = audit_records_list(
+            workspace=workspace,
+            page=page_request(request.query_params),
+            action=query.get("action"),
+            actor_id=None if actor_id is None else int(actor_id),
+        )
+        return Response(
+            {"auditRecords": [audit_record_json(r) for r in page.items], "meta": page.meta()}
+        )

@@ -1,0 +1,17 @@
+from rest_framework.request import Request
+
+from bots.audit import Actor, actor_of
+from bots.authentication import WorkspaceTokenAuthentication
+from bots.principals import workspace_principal
+from platform_site.api.views import ApiView
+
+
+class AdminView(ApiView):
+    """Bearer token and x-workspace-id."""
+
+    authentication_classes = [WorkspaceTokenAuthentication]
+
+
+def request_actor(request: Request) -> Actor:
+    """Who makes a change through the admin API: the token's account, from the client's address."""
+    return actor_of(request._request, account=workspace_principal(request).token.account)

@@ -1,0 +1,123 @@
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from adminapi.bots import bot_get, bots_list
+from adminapi.presenters import bot_json, bot_summary_json
+from adminapi.serializers import BotListQuery, BotWriteSerializer
+from adminapi.views.base import AdminView, request_actor
+from bots.permissions import CanReadBots, CanWriteBots
+from bots.principals import workspace_principal
+from bots.services import bot_create, bot_delete, bot_update
+from platform_site.api.pagination import page_request
+from platform_site.api.query import validate_query
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.tags import tag_filters
+
+DEFAULT_BOT_NAME = "New bot"
+# The model field of each field of the body.
+_BOT_FIELDS = {"name": "name", "tags": "tags", "dev": "dev", "webhookUrl": "webhook_url"}
+
+
+def _bot_fields(data: dict[str, Any]) -> dict[str, Any]:
+    return {_BOT_FIELDS[name]: value for name, value in data.items()}
+
+
+class BotCollectionView(AdminView):
+    permissions_by_method = {"GET": [CanReadBots], "POST": [CanWriteBots]}
+
+    @extend_schema(
+        summary="List the workspace's bots",
+        operation_id="listBots",
+        parameters=[
+            BotListQuery,
+            OpenApiParameter("tags[key]", str, description="Only bots with this tag value"),
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        principal = workspace_principal(request)
+        query = validate_query(BotListQuery, request.query_params)
+        dev = query.get("dev")
+        result = bots_list(
+            workspace=principal.workspace,
+            page=page_request(request.query_params),
+            dev=None if dev is None else dev == "true",
+            tags=tag_filters(request.query_params),
+            sort_field=query["sortField"],
+            sort_direction=query["sortDirection"],
+        )
+        return Response(
+            {"bots": [bot_summary_json(b) for b in result.items], "meta": result.meta()}
+        )
+
+    @extend_schema(
+        summary="Create a bot",
+        operation_id="createBot",
+        request=BotWriteSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = BotWriteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        bot = bot_create(
+            workspace=workspace_principal(request).workspace,
+            name=data.get("name", DEFAULT_BOT_NAME),
+            tags=data.get("tags"),
+            dev=data.get("dev", False),
+            webhook_url=data.get("webhookUrl", ""),
+            actor=request_actor(request),
+        )
+        return Response({"bot": bot_json(bot)}, status=201)
+
+
+class BotDetailView(AdminView):
+    permissions_by_method = {"GET": [CanReadBots], "PUT": [CanWriteBots], "DELETE": [CanWriteBots]}
+
+    @extend_schema(
+        summary="Get a bot",
+        operation_id="getBot",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request, bot_id: str) -> Response:
+        bot = bot_get(
+            workspace=workspace_principal(request).workspace,
+            bot_id=bot_id,
+            with_integrations=True,
+        )
+        return Response({"bot": bot_json(bot)})
+
+    @extend_schema(
+        summary="Update a bot: the fields the body names",
+        operation_id="updateBot",
+        request=BotWriteSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def put(self, request: Request, bot_id: str) -> Response:
+        bot = bot_get(
+            workspace=workspace_principal(request).workspace,
+            bot_id=bot_id,
+            with_integrations=True,
+        )
+        serializer = BotWriteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        bot = bot_update(
+            bot=bot, actor=request_actor(request), **_bot_fields(serializer.validated_data)
+        )
+        return Response({"bot": bot_json(bot)})
+
+    @extend_schema(
+        summary="Delete a bot and everything it owns",
+        operation_id="deleteBot",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def delete(self, request: Request, bot_id: str) -> Response:
+        bot = bot_get(workspace=workspace_principal(request).workspace, bot_id=bot_id)
+        bot_delete(bot=bot, actor=request_actor(request))
+        return Response({})

@@ -1,0 +1,100 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from adminapi.members import member_invite, members_list, membership_get, membership_of
+from adminapi.presenters import member_json
+from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
+from adminapi.views.base import AdminView, request_actor
+from bots.members import member_remove, member_role_change
+from bots.permissions import CanManageMembers, CanReadMembers
+from bots.principals import workspace_principal
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
+
+
+class MemberCollectionView(AdminView):
+    permissions_by_method = {"GET": [CanReadMembers], "POST": [CanManageMembers]}
+
+    @extend_schema(
+        summary="List the workspace's members, oldest first",
+        operation_id="listWorkspaceMembers",
+        parameters=[NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        page = members_list(
+            workspace=workspace_principal(request).workspace,
+            page=page_request(request.query_params),
+        )
+        return Response({"members": [member_json(m) for m in page.items], "meta": page.meta()})
+
+    @extend_schema(
+        summary="Add a member by e-mail address (only an owner adds an owner)",
+        operation_id="createWorkspaceMember",
+        request=MemberCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS, 409: ERROR},
+    )
+    def post(self, request: Request) -> Response:
+        principal = workspace_principal(request)
+        serializer = MemberCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        membership = member_invite(
+            workspace=principal.workspace,
+            email=serializer.validated_data["email"],
+            role=serializer.validated_data["role"],
+            actor=request_actor(request),
+            acting_role=principal.role,
+        )
+        return Response({"member": member_json(membership)}, status=201)
+
+
+class MyMembershipView(AdminView):
+    permissions_by_method = {"GET": [CanReadMembers]}
+
+    @extend_schema(
+        summary="The caller's own membership",
+        operation_id="getMyWorkspaceMember",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        principal = workspace_principal(request)
+        membership = membership_of(workspace=principal.workspace, account=principal.token.account)
+        return Response({"member": member_json(membership)})
+
+
+class MemberDetailView(AdminView):
+    permissions_by_method = {"PUT": [CanManageMembers], "DELETE": [CanManageMembers]}
+
+    @extend_schema(
+        summary="Change a member's role (a workspace keeps an owner; only an owner makes one)",
+        operation_id="updateWorkspaceMember",
+        request=MemberUpdateSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def put(self, request: Request, member_id: str) -> Response:
+        principal = workspace_principal(request)
+        membership = membership_get(workspace=principal.workspace, member_id=member_id)
+        serializer = MemberUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        membership = member_role_change(
+            membership=membership,
+            role=serializer.validated_data["role"],
+            actor=request_actor(request),
+            acting_role=principal.role,
+        )
+        return Response({"member": member_json(membership)})
+
+    @extend_schema(
+        summary="Remove a member (a workspace keeps an owner; only an owner removes one)",
+        operation_id="deleteWorkspaceMember",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def delete(self, request: Request, member_id: str) -> Response:
+        principal = workspace_principal(request)
+        membership = membership_get(workspace=principal.workspace, member_id=member_id)
+        member_remove(
+            membership=membership, actor=request_actor(request), acting_role=principal.role
+        )
+        return Response({})

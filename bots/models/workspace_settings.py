@@ -1,0 +1,48 @@
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from .workspace import Workspace
+
+EVENT_RETENTION_DAYS_DEFAULT = 30
+EVENT_RETENTION_DAYS_MAX = 3650
+WEBHOOK_TIMEOUT_SECONDS_MAX = 60.0
+RATE_LIMIT_PER_MINUTE_DEFAULT = 600
+
+
+def default_webhook_timeout() -> float:
+    # The deployment's default, for workspaces nobody tuned.
+    return float(settings.EVENT_DELIVERY_TIMEOUT)
+
+
+class WorkspaceSettings(models.Model):
+    """What staff tune per workspace. Every workspace has one (made with it)."""
+
+    workspace = models.OneToOneField(
+        Workspace, on_delete=models.CASCADE, primary_key=True, related_name="settings"
+    )
+    display_name = models.CharField(
+        max_length=200, blank=True, help_text="Shown to people instead of the workspace's name."
+    )
+    event_retention_days = models.PositiveIntegerField(
+        default=EVENT_RETENTION_DAYS_DEFAULT,
+        validators=[MinValueValidator(1), MaxValueValidator(EVENT_RETENTION_DAYS_MAX)],
+        help_text="Processed, failed, ignored and canceled events older than this are deleted.",
+    )
+    webhook_timeout_seconds = models.FloatField(
+        default=default_webhook_timeout,
+        validators=[MinValueValidator(0.5), MaxValueValidator(WEBHOOK_TIMEOUT_SECONDS_MAX)],
+        help_text="How long a delivery to a bot of this workspace waits for its answer.",
+    )
+    rate_limit_per_minute = models.PositiveIntegerField(
+        default=RATE_LIMIT_PER_MINUTE_DEFAULT,
+        validators=[MinValueValidator(1)],
+        help_text="Requests a minute the workspace's tokens may make.",
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "workspace settings"
+
+    def __str__(self) -> str:
+        return f"settings of {self.workspace_id}"

@@ -1,0 +1,50 @@
+"""The settings record of a workspace: read by the engine, changed by staff."""
+
+from typing import Any
+
+from django.db import transaction
+
+from bots.audit import PLATFORM, Actor, audit, changed_fields
+from bots.models import AuditAction, Workspace, WorkspaceSettings
+
+SETTINGS_FIELDS = (
+    "display_name",
+    "event_retention_days",
+    "webhook_timeout_seconds",
+    "rate_limit_per_minute",
+)
+
+
+def workspace_settings_get(workspace: Workspace) -> WorkspaceSettings:
+    """The workspace's settings; the defaults, made now, for a workspace that
+    has none yet (one made before settings existed)."""
+    found, _ = WorkspaceSettings.objects.get_or_create(workspace=workspace)
+    return found
+
+
+def settings_fields(record: WorkspaceSettings) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in SETTINGS_FIELDS}
+
+
+@transaction.atomic
+def workspace_settings_update(
+    *, record: WorkspaceSettings, before: dict[str, Any] | None = None, actor: Actor = PLATFORM
+) -> WorkspaceSettings:
+    """Save `record`, whose fields the caller changed (a form did, say);
+    `before` is what they were, read from the database when not given."""
+    if before is None:
+        stored = WorkspaceSettings.objects.filter(pk=record.pk).first()
+        before = settings_fields(stored) if stored else {}
+    changes = changed_fields(before, settings_fields(record))
+    record.full_clean()
+    record.save()
+    if changes:
+        audit(
+            actor,
+            action=AuditAction.SETTINGS_CHANGED,
+            target_type="workspace_settings",
+            target_id=record.workspace_id,
+            workspace=record.workspace,
+            changes=changes,
+        )
+    return record

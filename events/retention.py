@@ -1,0 +1,79 @@
+"""Retention: finished events, and their delivery attempts, are deleted once
+they are older than their workspace keeps them.
+
+The database picks what has expired, a batch at a time, each batch in a short
+transaction of its own: a large purge never holds one long transaction, and it
+locks only the finished events it deletes, never waiting ones."""
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, QuerySet, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from bots.models import Bot, Workspace
+from bots.models.workspace_settings import EVENT_RETENTION_DAYS_DEFAULT
+from events.models import FINISHED_STATUSES, Event
+
+
+def events_purge_expired(*, now: datetime | None = None) -> int:
+    """Delete processed, failed, ignored and canceled events last changed
+    longer ago than their workspace's retention (30 days for a workspace
+    without settings), with their attempts; answers how many events."""
+    now = now or timezone.now()
+    size = settings.EVENT_RETENTION_BATCH
+    deleted = 0
+    # One pass per retention period in use (a handful), so each compares
+    # updated_at with a constant: the planner then walks event_expiry_idx per
+    # bot for just the expired rows, where a cutoff computed per row would
+    # have it scan every event.
+    for days in _retention_periods():
+        bots = Bot.objects.alias(retention_days=_retention_days("workspace__")).filter(
+            retention_days=days
+        )
+        expired = Event.objects.filter(
+            bot__in=bots,
+            status__in=FINISHED_STATUSES,
+            updated_at__lt=now - timedelta(days=days),
+        )
+        while True:
+            count = _delete_batch(expired, size)
+            deleted += count
+            if count < size:
+                break
+    return deleted
+
+
+def _retention_days(workspace_path: str = "") -> Coalesce:
+    # An expression rather than a filter across the relation, so the join to
+    # the settings stays outer: a workspace without them keeps the default.
+    return Coalesce(
+        F(f"{workspace_path}settings__event_retention_days"), Value(EVENT_RETENTION_DAYS_DEFAULT)
+    )
+
+
+def _retention_periods() -> list[int]:
+    return list(
+        Workspace.objects.annotate(retention_days=_retention_days())
+        .order_by()
+        .values_list("retention_days", flat=True)
+        .distinct()
+    )
+
+
+@transaction.atomic
+def _delete_batch(expired: QuerySet[Event], size: int) -> int:
+    # Rows another transaction holds are left for the next run: the purge
+    # never waits on the engine.
+    ids = list(
+        expired.select_for_update(skip_locked=True, of=("self",)).values_list("id", flat=True)[
+            :size
+        ]
+    )
+    if ids:
+        # Only the ids: the attempts go by event id, and the payloads are not
+        # worth reading just to delete them.
+        Event.objects.filter(id__in=ids).only("id").delete()
+    return len(ids)

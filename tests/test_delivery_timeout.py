@@ -1,0 +1,119 @@
+"""How long a delivery waits for a bot's answer: its workspace's setting, the
+deployment's default without one, and never so long that it outlives the
+lease it was sent under."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from bots.models import Bot, Workspace, WorkspaceSettings
+from events.delivery import events_deliver, timeout_ceiling
+from events.dispatch import events_claim_due
+from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
+from tests.factories import BotFactory, EventFactory, WorkspaceFactory
+from tests.receiver import Answer, Receiver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def engine_settings(settings):
+    settings.EVENT_LEASE_SECONDS = 60.0
+    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
+    settings.EVENT_DELIVERY_TIMEOUT = 5.0
+
+
+def workspace_waiting(seconds: float) -> Workspace:
+    workspace = WorkspaceFactory()
+    WorkspaceSettings.objects.create(workspace=workspace, webhook_timeout_seconds=seconds)
+    return workspace
+
+
+def bot_of(workspace: Workspace, receiver: Receiver) -> Bot:
+    return BotFactory(workspace=workspace, webhook_url=receiver.url)
+
+
+def due(bot: Bot) -> Event:
+    now = timezone.now()
+    return EventFactory(bot=bot, due_at=now - timedelta(seconds=1))
+
+
+def deliver_all_due() -> dict[str, int]:
+    """Claim every due event and deliver them together, as one task does."""
+    claim = events_claim_due(limit=100)
+    return events_deliver(lease=claim.lease, event_ids=claim.event_ids)
+
+
+def only_attempt(event: Event) -> DeliveryAttempt:
+    [attempt] = DeliveryAttempt.objects.filter(event=event)
+    return attempt
+
+
+def test_each_workspace_waits_as_long_as_its_settings_say(receiver):
+    impatient = due(bot_of(workspace_waiting(0.5), receiver))
+    patient = due(bot_of(workspace_waiting(5.0), receiver))
+    receiver.answer(Answer(200, b"late", delay=1.5), Answer(200, b"late", delay=1.5))
+
+    assert deliver_all_due() == {"pending": 1, "processed": 1}
+
+    timed_out = only_attempt(impatient)
+    assert timed_out.outcome == AttemptOutcome.RETRY
+    assert timed_out.status_code is None
+    assert timed_out.error == "No response within 0.5 s"
+    answered = only_attempt(patient)
+    assert answered.outcome == AttemptOutcome.PROCESSED
+    assert (answered.status_code, answered.response_excerpt, answered.error) == (200, "late", "")
+    assert Event.objects.get(id=patient.id).status == EventStatus.PROCESSED
+
+
+def test_a_workspace_without_settings_waits_the_deployment_default(settings, receiver):
+    settings.EVENT_DELIVERY_TIMEOUT = 0.5
+    workspace = WorkspaceFactory()
+    assert not WorkspaceSettings.objects.filter(workspace=workspace).exists()
+    event = due(bot_of(workspace, receiver))
+    receiver.answer(Answer(200, b"late", delay=1.5))
+
+    assert deliver_all_due() == {"pending": 1}
+    assert only_attempt(event).error == "No response within 0.5 s"
+
+
+def test_a_workspace_timeout_longer_than_the_lease_allows_is_cut_to_fit(settings, receiver):
+    # A tick may claim the events again a second after they were claimed; the
+    # request gets half of that second, the rest is for recording it.
+    settings.EVENT_LEASE_SECONDS = 3.0
+    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
+    event = due(bot_of(workspace_waiting(30.0), receiver))
+    receiver.answer(Answer(200, b"late", delay=2.0))
+
+    assert deliver_all_due() == {"pending": 1}
+    assert only_attempt(event).error == "No response within 0.5 s"
+
+
+@pytest.mark.parametrize(
+    ("lease", "lookahead", "ceiling"),
+    [(60.0, 2.0, 53.0), (30.0, 2.0, 23.0), (10.0, 2.0, 4.0), (3.0, 2.0, 0.5), (2.4, 2.0, 0.2)],
+)
+def test_a_request_ends_before_a_tick_may_claim_its_events_again(
+    settings, lease, lookahead, ceiling
+):
+    settings.EVENT_LEASE_SECONDS = lease
+    settings.EVENT_DISPATCH_LOOKAHEAD = lookahead
+    assert timeout_ceiling() == pytest.approx(ceiling)
+    assert timeout_ceiling() < lease - lookahead
+
+
+def test_delivering_events_of_many_workspaces_takes_no_query_per_event(receiver):
+    def queries_to_deliver(events: list[Event]) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert deliver_all_due() == {"processed": len(events)}
+        return len(captured.captured_queries)
+
+    one = queries_to_deliver([due(bot_of(workspace_waiting(5.0), receiver))])
+
+    workspaces = [workspace_waiting(4.0), workspace_waiting(6.0), WorkspaceFactory()]
+    bots = [bot_of(workspace, receiver) for workspace in workspaces for _ in range(2)]
+    many = [due(bot) for bot in bots for _ in range(2)]
+    assert queries_to_deliver(many) == one
