@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from bots.admin import ReadOnlyAdminMixin
+from bots.admin import ReadOnlyAdminMixin, WorkspaceScoped
 from events.models import DeliveryAttempt, Event, EventStatus
 from events.services import event_cancel, events_retry
 from platform_site.api.errors import InvalidPayload
@@ -19,8 +19,9 @@ ATTEMPT_FIELDS = (
 )
 
 
-class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
+class DeliveryAttemptInline(ReadOnlyAdminMixin, WorkspaceScoped, admin.TabularInline):
     model = DeliveryAttempt
+    workspace_path = "bot__workspace"
     fields = ATTEMPT_FIELDS
     readonly_fields = ATTEMPT_FIELDS
     ordering = ["number", "id"]
@@ -28,7 +29,8 @@ class DeliveryAttemptInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(WorkspaceScoped, admin.ModelAdmin):
+    workspace_path = "bot__workspace"
     list_display = [
         "id",
         "type",
@@ -42,6 +44,7 @@ class EventAdmin(admin.ModelAdmin):
     list_filter = ["status", "created_at", "due_at"]
     search_fields = ["=id", "type", "=bot__id", "=conversation__id", "=user__id"]
     list_select_related = ["bot"]
+    list_per_page = 50
     raw_id_fields = ["bot", "conversation", "user", "message", "workflow", "integration"]
     readonly_fields = [
         "id",
@@ -67,7 +70,7 @@ class EventAdmin(admin.ModelAdmin):
     inlines = [DeliveryAttemptInline]
     actions = ["retry_delivery", "cancel_scheduled"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # Events come from the runtime API and the chat interface.
         return False
 
@@ -104,11 +107,13 @@ class EventAdmin(admin.ModelAdmin):
 
 
 @admin.register(DeliveryAttempt)
-class DeliveryAttemptAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class DeliveryAttemptAdmin(ReadOnlyAdminMixin, WorkspaceScoped, admin.ModelAdmin):
+    workspace_path = "bot__workspace"
     list_display = ["event", "number", "bot", "started_at", "status_code", "outcome", "duration_ms"]
     list_filter = ["outcome", "started_at", "status_code"]
     search_fields = ["=event__id", "=bot__id", "error"]
     list_select_related = ["event", "bot"]
+    list_per_page = 50
     fields = ("event", "bot", *ATTEMPT_FIELDS)
     readonly_fields = ("event", "bot", *ATTEMPT_FIELDS)
     date_hierarchy = "started_at"

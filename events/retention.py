@@ -8,14 +8,14 @@ locks only the finished events it deletes, never waiting ones."""
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, QuerySet, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from bots.models import Bot, Workspace
 from bots.models.workspace_settings import EVENT_RETENTION_DAYS_DEFAULT
-from events.models import FINISHED_STATUSES, Event
+from events.models import FINISHED_STATUSES, DeliveryAttempt, Event
 
 
 def events_purge_expired(*, now: datetime | None = None) -> int:
@@ -73,7 +73,19 @@ def _delete_batch(expired: QuerySet[Event], size: int) -> int:
         ]
     )
     if ids:
-        # Only the ids: the attempts go by event id, and the payloads are not
-        # worth reading just to delete them.
-        Event.objects.filter(id__in=ids).only("id").delete()
+        # Two statements. Django's collector would read the events back and
+        # delete them 100 at a time: three quarters of the purge's time.
+        DeliveryAttempt.objects.filter(
+            event_id__in=ids
+        ).delete()  # one DELETE: nothing hangs on attempts
+        _delete_events(ids)
     return len(ids)
+
+
+def _delete_events(ids: list[str]) -> None:
+    """Delete these events, whose attempts are gone. Other rows that name an
+    event do not exist (attempts are its only dependents)."""
+    table = connection.ops.quote_name(Event._meta.db_table)
+    placeholders = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE id IN ({placeholders})", ids)

@@ -6,18 +6,20 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from bots.admin import ReadOnlyAdminMixin
+from bots.admin import ReadOnlyAdminMixin, WorkspaceScoped
 from files.models import File, Passage
 from files.services import file_delete, file_reindex
 from platform_site.api.errors import InvalidPayload
 
 
 @admin.register(File)
-class FileAdmin(admin.ModelAdmin):
+class FileAdmin(WorkspaceScoped, admin.ModelAdmin):
+    workspace_path = "bot__workspace"
     list_display = ["key", "id", "bot", "status", "size", "content_type", "tags", "updated_at"]
     list_filter = ["status", "content_type", "index"]
     search_fields = ["key", "=id", "=bot__id"]
     list_select_related = ["bot"]
+    list_per_page = 50
     fields = [
         "id",
         "bot",
@@ -54,7 +56,7 @@ class FileAdmin(admin.ModelAdmin):
     ]
     actions = ["reindex", "delete_with_content"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # A file is made by its bot through the API, which hands out the upload URL.
         return False
 
@@ -93,14 +95,17 @@ class FileAdmin(admin.ModelAdmin):
 
 
 @admin.register(Passage)
-class PassageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+class PassageAdmin(ReadOnlyAdminMixin, WorkspaceScoped, admin.ModelAdmin):
     """Passages come from indexing or from the API: edited by hand, they
     would no longer match their file."""
+
+    workspace_path = "file__bot__workspace"
 
     list_display = ["file", "position", "type", "subtype", "page_number", "excerpt"]
     list_filter = ["type", "subtype"]
     search_fields = ["=id", "=file__id", "file__key"]
     list_select_related = ["file"]
+    list_per_page = 50
     ordering = ["file", "position"]
 
     @admin.display(description="content")

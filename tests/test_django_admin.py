@@ -5,6 +5,8 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
+from bots.admin import WorkspaceScoped
+from bots.models import Role
 from tests.factories import (
     AccountFactory,
     BotFactory,
@@ -74,6 +76,31 @@ def test_every_model_list_add_and_search_page_renders(client, staff):
         assert response.status_code == 200, changelist
         if model_admin.search_fields:
             assert client.get(changelist, {"q": "x"}).status_code == 200, changelist
+        if model_admin.has_add_permission(response.wsgi_request):
+            add = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
+            assert client.get(add).status_code == 200, add
+
+
+def test_every_scoped_page_renders_for_a_workspace_administrator(client):
+    account = AccountFactory(is_staff=True)
+    membership = MembershipFactory(account=account, role=Role.ADMINISTRATOR)
+    bot = BotFactory(workspace=membership.workspace, tags={"env": "prod"})
+    MessageFactory(conversation=ConversationFactory(bot=bot))
+    EventFactory(bot=bot)
+    PassageFactory(file=FileFactory(bot=bot))
+    client.force_login(account)
+    assert client.get("/admin/").status_code == 200
+    for model, model_admin in admin.site._registry.items():
+        if not isinstance(model_admin, WorkspaceScoped):
+            continue
+        meta = model._meta
+        changelist = reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist")
+        response = client.get(changelist)
+        assert response.status_code == 200, changelist
+        assert client.get(changelist, {"q": "x"}).status_code == 200, changelist
+        for row in response.context["cl"].result_list:
+            change = reverse(f"admin:{meta.app_label}_{meta.model_name}_change", args=[row.pk])
+            assert client.get(change).status_code == 200, change
         if model_admin.has_add_permission(response.wsgi_request):
             add = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
             assert client.get(add).status_code == 200, add

@@ -155,3 +155,10 @@ def test_the_purge_runs_on_beat_through_celery(settings, caplog):
     assert result.get() == 1
     assert remaining() == {kept.id}
     assert "Deleted 1 events past their workspace's retention" in caplog.text
+
+
+def test_attempts_are_the_only_rows_that_name_an_event():
+    """The purge deletes events with a plain DELETE after their attempts: a
+    new model pointing at events must be deleted by it too."""
+    dependents = {relation.related_model for relation in Event._meta.related_objects}
+    assert dependents == {DeliveryAttempt}

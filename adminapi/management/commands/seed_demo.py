@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from bots.models import Bot, Role
 from bots.members import member_add
+from bots.models import Bot, Role
 from bots.services import bot_create, workspace_create
 from bots.tokens import access_token_create
 from chat.services.connections import chat_connection_create

@@ -1,0 +1,221 @@
+"""Access tokens in the admin: made for an account through
+access_token_create (the raw value shown once, on the next page), revoked
+through access_token_revoke, never edited."""
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User as Account
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from bots.admin.saved import adopt
+from bots.admin.scoping import WorkspaceScoped, managed_workspaces
+from bots.audit import actor_of
+from bots.models import AccessToken, Membership
+from bots.tokens import access_token_create, access_token_revoke
+
+# Ten years: past that, "never" says it better.
+TOKEN_DAYS_MAX = 3650
+NO_SUCH_ACCOUNT = "No account you manage has this e-mail address."
+
+
+def _raw_token_key(token_id: int) -> str:
+    return f"bots.admin.raw_token.{token_id}"
+
+
+def token_accounts(request: HttpRequest) -> QuerySet[Account]:
+    """The accounts whose tokens the signed-in account manages: members of its
+    workspaces, and itself."""
+    accounts = get_user_model().objects.all()
+    workspaces = managed_workspaces(request)
+    if workspaces is None:
+        return accounts
+    members = Membership.objects.filter(workspace_id__in=list(workspaces)).values("account_id")
+    return accounts.filter(Q(pk__in=members) | Q(pk=request.user.pk))
+
+
+class TokenCreateForm(forms.ModelForm):
+    request: HttpRequest
+
+    email = forms.EmailField(label="Account's e-mail")
+    expires_in_days = forms.IntegerField(
+        label="Expires in (days)",
+        required=False,
+        min_value=1,
+        max_value=TOKEN_DAYS_MAX,
+        help_text="Leave empty for a token that does not expire.",
+    )
+
+    class Meta:
+        model = AccessToken
+        fields = ["name"]
+
+    def clean_email(self) -> Account:
+        email = self.cleaned_data["email"]
+        account = token_accounts(self.request).filter(email__iexact=email).order_by("pk").first()
+        if account is None:
+            raise forms.ValidationError(NO_SUCH_ACCOUNT)
+        return account
+
+
+class RevokedFilter(admin.SimpleListFilter):
+    title = "revoked"
+    parameter_name = "revoked"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.filter(revoked_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(revoked_at__isnull=True)
+        return queryset
+
+
+class ExpiredFilter(admin.SimpleListFilter):
+    title = "expired"
+    parameter_name = "expired"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        expired = Q(expires_at__lte=timezone.now())
+        if self.value() == "yes":
+            return queryset.filter(expired)
+        if self.value() == "no":
+            return queryset.exclude(expired)
+        return queryset
+
+
+@admin.register(AccessToken)
+class AccessTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
+    list_display = [
+        "prefix",
+        "name",
+        "account",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "last_used_at",
+    ]
+    list_filter = [RevokedFilter, ExpiredFilter, "created_at"]
+    search_fields = ["prefix", "name", "account__email", "account__username"]
+    list_select_related = ["account"]
+    list_per_page = 50
+    actions = ["revoke_selected"]
+
+    def scope(self, queryset: QuerySet[Any], request: HttpRequest) -> QuerySet[Any]:
+        if managed_workspaces(request) is None:
+            return queryset
+        return queryset.filter(account__in=token_accounts(request))
+
+    def get_fields(self, request: HttpRequest, obj: AccessToken | None = None) -> tuple[str, ...]:
+        if obj is None:
+            return ("email", "name", "expires_in_days")
+        return (
+            "account",
+            "name",
+            "prefix",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+        )
+
+    def get_form(
+        self,
+        request: HttpRequest,
+        obj: AccessToken | None = None,
+        change: bool = False,
+        **kwargs: Any,
+    ) -> Any:
+        if obj is None:
+            kwargs["form"] = TokenCreateForm
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"request": request})
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Only revocation changes a token, through its own action and button.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A revoked token stays, as the record of what it was.
+        return False
+
+    def has_revoke_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_view_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: AccessToken, form: Any, change: bool) -> None:
+        data = form.cleaned_data
+        token, raw = access_token_create(
+            account=data["email"],
+            name=data["name"],
+            expires_in_days=data["expires_in_days"],
+            actor=actor_of(request),
+        )
+        adopt(obj, token)
+        # Shown once, by the next page, which drops it.
+        request.session[_raw_token_key(token.pk)] = raw
+
+    def response_add(
+        self, request: HttpRequest, obj: AccessToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        self.message_user(request, f"Token {obj.prefix}… made for {obj.account}.", messages.SUCCESS)
+        return HttpResponseRedirect(reverse("admin:bots_accesstoken_change", args=[obj.pk]))
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        context = dict(extra_context or {})
+        token = self.get_object(request, unquote(object_id))
+        if token is not None:
+            context["raw_token"] = request.session.pop(_raw_token_key(token.pk), None)
+            context["has_revoke_permission"] = token.revoked_at is None and (
+                self.has_revoke_permission(request, token)
+            )
+        return super().change_view(request, object_id, form_url, context)
+
+    def get_urls(self) -> list[URLPattern]:
+        revoke = path(
+            "<path:object_id>/revoke/",
+            self.admin_site.admin_view(require_POST(self.revoke_view)),
+            name="bots_accesstoken_revoke",
+        )
+        return [revoke, *super().get_urls()]
+
+    def revoke_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        token = self.get_object(request, unquote(object_id))
+        if token is None or not self.has_revoke_permission(request, token):
+            raise Http404("No such token")
+        self._revoke(request, [token])
+        return HttpResponseRedirect(reverse("admin:bots_accesstoken_change", args=[token.pk]))
+
+    @admin.action(description="Revoke selected tokens", permissions=["revoke"])
+    def revoke_selected(self, request: HttpRequest, queryset: QuerySet[AccessToken]) -> None:
+        self._revoke(request, list(queryset.select_related("account")))
+
+    def _revoke(self, request: HttpRequest, tokens: list[AccessToken]) -> None:
+        actor = actor_of(request)
+        already: list[datetime | None] = [token.revoked_at for token in tokens]
+        for token in tokens:
+            access_token_revoke(token=token, actor=actor)
+        revoked = already.count(None)
+        self.message_user(
+            request,
+            f"{revoked} token(s) revoked; {len(tokens) - revoked} already were.",
+            messages.SUCCESS,
+        )
