@@ -102,8 +102,9 @@ def test_scheduled_events_are_delivered_once_due_and_not_before(
 ):
     workers.start()
     client = runtime_client()
-    moment = datetime.now(UTC) + timedelta(seconds=2)
-    by_delay = create_event(client, {"delay": 1500})
+    # Seconds ahead, so that a loaded machine still reads them scheduled.
+    moment = datetime.now(UTC) + timedelta(seconds=5)
+    by_delay = create_event(client, {"delay": 4500})
     by_date = create_event(
         client, {"dateTime": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
     )
@@ -173,15 +174,18 @@ def test_a_4xx_fails_with_its_reason_and_a_bot_without_webhook_ignores(
 
 
 def test_a_canceled_scheduled_event_is_never_delivered(runtime_client, hooked, receiver, workers):
+    # A wide look-ahead, so that a loaded machine has seconds, not
+    # milliseconds, between the claim and the moment delivery would start.
+    workers.configure(EVENT_DISPATCH_LOOKAHEAD=6.0, EVENT_LEASE_SECONDS=15.0)
     workers.start()
     client = runtime_client()
     # Due beyond the dispatcher's look-ahead: canceled before any claim.
-    unclaimed = create_event(client, {"delay": 3000})
+    unclaimed = create_event(client, {"delay": 12000})
     # Due within it: claimed by the next tick and handed to a worker with an
     # ETA, yet still scheduled, and cancelable, until its delivery starts.
-    claimed = create_event(client, {"delay": 1900})
+    claimed = create_event(client, {"delay": 5500})
     # Due after both: once it is delivered, the others would have been too.
-    witness = create_event(client, {"delay": 3500})
+    witness = create_event(client, {"delay": 12500})
 
     assert cancel(client, unclaimed["id"]).status_code == 200
     wait_until(
