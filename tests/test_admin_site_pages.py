@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.urls import reverse
 
 from bots.audit import Actor, audit
@@ -553,12 +554,19 @@ def test_a_token_is_made_and_its_raw_value_shown_once(client, administrator, wor
         TOKEN_ADD, {"email": member.account.email, "name": "deploy", "expires_in_days": 30}
     )
     assert response.status_code == 302, errors_of(response)
+    sessions_after_saving = [str(s.get_decoded()) for s in Session.objects.all()]
     token = AccessToken.objects.get(account=member.account)
     assert response["Location"] == reverse("admin:bots_accesstoken_change", args=[token.pk])
     page = client.get(response["Location"]).content.decode()
     raw = re.search(r'<code id="raw-token">([^<]+)</code>', page).group(1)
     assert hash_token(raw) == token.token_hash
     assert "will not be shown again" in page
+    # It travelled in a short-lived cookie of this browser, never through the
+    # session, whose rows are in the database.
+    cookie = response.cookies[f"raw_token_{token.pk}"]
+    assert cookie["httponly"] and cookie["samesite"] == "Strict"
+    assert cookie["path"] == response["Location"]
+    assert sessions_after_saving and not any(raw in data for data in sessions_after_saving)
     again = client.get(response["Location"]).content.decode()
     assert 'id="raw-token"' not in again and raw not in again
     assert token.expires_at is not None

@@ -27,8 +27,15 @@ TOKEN_DAYS_MAX = 3650
 NO_SUCH_ACCOUNT = "No account you manage has this e-mail address."
 
 
-def _raw_token_key(token_id: int) -> str:
-    return f"bots.admin.raw_token.{token_id}"
+# The raw token reaches the next page in a short-lived signed cookie of the
+# browser that made it, never in the session: session rows live in the
+# database, where a token's raw value must never be, even briefly.
+RAW_TOKEN_COOKIE_SECONDS = 120
+_RAW_TOKEN_SALT = "bots.admin.raw_token"
+
+
+def _raw_token_cookie(token_id: int) -> str:
+    return f"raw_token_{token_id}"
 
 
 def token_accounts(request: HttpRequest) -> QuerySet[Account]:
@@ -164,14 +171,26 @@ class AccessTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
             actor=actor_of(request),
         )
         adopt(obj, token)
-        # Shown once, by the next page, which drops it.
-        request.session[_raw_token_key(token.pk)] = raw
+        request.raw_token = raw  # type: ignore[attr-defined]  # for response_add
 
     def response_add(
         self, request: HttpRequest, obj: AccessToken, post_url_continue: str | None = None
     ) -> HttpResponse:
         self.message_user(request, f"Token {obj.prefix}… made for {obj.account}.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:bots_accesstoken_change", args=[obj.pk]))
+        page = reverse("admin:bots_accesstoken_change", args=[obj.pk])
+        response = HttpResponseRedirect(page)
+        # Shown once, by the next page, which drops it.
+        response.set_signed_cookie(
+            _raw_token_cookie(obj.pk),
+            request.raw_token,  # type: ignore[attr-defined]
+            salt=_RAW_TOKEN_SALT,
+            max_age=RAW_TOKEN_COOKIE_SECONDS,
+            path=page,
+            secure=request.is_secure(),
+            httponly=True,
+            samesite="Strict",
+        )
+        return response
 
     def change_view(
         self,
@@ -182,12 +201,19 @@ class AccessTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
     ) -> HttpResponse:
         context = dict(extra_context or {})
         token = self.get_object(request, unquote(object_id))
-        if token is not None:
-            context["raw_token"] = request.session.pop(_raw_token_key(token.pk), None)
-            context["has_revoke_permission"] = token.revoked_at is None and (
-                self.has_revoke_permission(request, token)
-            )
-        return super().change_view(request, object_id, form_url, context)
+        if token is None:
+            return super().change_view(request, object_id, form_url, context)
+        cookie = _raw_token_cookie(token.pk)
+        context["raw_token"] = request.get_signed_cookie(
+            cookie, default=None, salt=_RAW_TOKEN_SALT, max_age=RAW_TOKEN_COOKIE_SECONDS
+        )
+        context["has_revoke_permission"] = token.revoked_at is None and (
+            self.has_revoke_permission(request, token)
+        )
+        response = super().change_view(request, object_id, form_url, context)
+        if context["raw_token"] is not None:
+            response.delete_cookie(cookie, path=request.path, samesite="Strict")
+        return response
 
     def get_urls(self) -> list[URLPattern]:
         revoke = path(
