@@ -4,11 +4,14 @@ as form errors; a new token's raw value is shown once."""
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.urls import reverse
+from django.utils import timezone
+from ulid import ULID
 
 from bots.audit import Actor, audit
 from bots.models import (
@@ -22,6 +25,7 @@ from bots.models import (
     WorkspaceSettings,
 )
 from bots.tokens import access_token_create, hash_token
+from events.models import Event
 from tests.factories import (
     AccountFactory,
     BotFactory,
@@ -437,6 +441,9 @@ def test_workspace_page_shows_usage(client, administrator, workspace):
     elsewhere = BotFactory()
     EventFactory(bot=elsewhere)
     FileFactory(bot=elsewhere)
+    yesterday = timezone.now() - timedelta(days=1)
+    old = EventFactory(bot=bot, id=f"evt_{ULID.from_datetime(yesterday)}")
+    Event.objects.filter(pk=old.pk).update(created_at=yesterday)
     _, page = workspace_page(client, workspace)
     html = page.content.decode()
     for line in ("bots: 2", "events created today: 3", "files: 2", "passages: 2"):

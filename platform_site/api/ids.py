@@ -1,6 +1,7 @@
 """Prefixed ULID identifiers: `bot_01J…`, `evt_01J…`; 28 to 36 characters."""
 
 import re
+from datetime import datetime
 from typing import Any
 
 from django.db import models
@@ -14,6 +15,14 @@ _ULID_RE = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{ULID()}"
+
+
+def id_floor(prefix: str, moment: datetime) -> str:
+    """The smallest id of this kind made at or after `moment`. Ids are ULIDs,
+    so `id >= id_floor(...)` selects rows by creation time over an index on
+    the id, where a filter on the creation column would read every row."""
+    milliseconds = int(moment.timestamp() * 1000)
+    return f"{prefix}_{ULID.from_bytes(milliseconds.to_bytes(6, 'big') + bytes(10))}"
 
 
 def is_id(value: object, prefix: str) -> bool:
