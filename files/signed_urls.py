@@ -12,7 +12,9 @@ from platform_site.api.errors import Forbidden
 
 _UPLOAD_SALT = "files.upload-url"
 _DOWNLOAD_SALT = "files.download-url"
-_PUBLIC_SALT = "files.public-url"
+_PUBLIC_SALT = "files.public-url.stable"
+# Public URLs of earlier versions: timestamped (the timestamp never checked).
+_TIMESTAMPED_PUBLIC_SALT = "files.public-url"
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,9 @@ def upload_grant(token: str) -> UploadGrant:
 def download_url(file: File) -> str:
     """A permanent URL for public content, else one that expires."""
     if "public_content" in file.access_policies:
-        token = signing.dumps(file.id, salt=_PUBLIC_SALT)
+        # No timestamp: the same URL for as long as the file is public,
+        # across re-uploads and however often it is read.
+        token = signing.Signer(salt=_PUBLIC_SALT).sign_object(file.id)
     else:
         token = signing.dumps([file.id, file.storage_name], salt=_DOWNLOAD_SALT)
     return f"{settings.PUBLIC_BASE_URL}{settings.FILE_DOWNLOAD_PATH}{token}"
@@ -51,11 +55,20 @@ class DownloadGrant:
     storage_name: str | None
 
 
-def download_grant(token: str) -> DownloadGrant:
+def _public_file_id(token: str) -> object:
     try:
-        public = signing.loads(token, salt=_PUBLIC_SALT)
+        return signing.Signer(salt=_PUBLIC_SALT).unsign_object(token)
     except signing.BadSignature:
-        public = None
+        pass
+    try:
+        # Salts of their own: a token of one kind never verifies as the other.
+        return signing.loads(token, salt=_TIMESTAMPED_PUBLIC_SALT)
+    except signing.BadSignature:
+        return None
+
+
+def download_grant(token: str) -> DownloadGrant:
+    public = _public_file_id(token)
     if isinstance(public, str):
         return DownloadGrant(file_id=public, storage_name=None)
     value = _unsign(token, _DOWNLOAD_SALT, settings.FILE_DOWNLOAD_URL_TTL, "download")

@@ -13,7 +13,12 @@ from rest_framework.test import APIClient
 
 from bots.models import Role
 from files.models import File, FileStatus, Passage
-from files.signed_urls import _DOWNLOAD_SALT, _PUBLIC_SALT, _UPLOAD_SALT
+from files.signed_urls import (
+    _DOWNLOAD_SALT,
+    _PUBLIC_SALT,
+    _TIMESTAMPED_PUBLIC_SALT,
+    _UPLOAD_SALT,
+)
 from files.tasks import index_file
 from tests.conftest import assert_error
 from tests.factories import BotFactory, member_token
@@ -514,7 +519,13 @@ def test_public_url_survives_a_re_upload_and_ends_with_the_policy(client, file_s
 def test_public_url_does_not_expire(client, file_storage):
     created = create(client, key="public.txt", size=2, accessPolicies=["public_content"])
     file = uploaded(put_bytes(created["uploadUrl"], b"v1", "text/plain"))
-    old = aged(file["url"], salt=_PUBLIC_SALT, age=90 * 24 * HOUR)
+    # It carries no timestamp at all, so it is the same URL whenever it is made.
+    assert signing.Signer(salt=_PUBLIC_SALT).unsign_object(token_of(file["url"])) == file["id"]
+    # Public URLs made by earlier versions were timestamped: they still work.
+    old = with_token(
+        file["url"],
+        AgedSigner(age=90 * 24 * HOUR, salt=_TIMESTAMPED_PUBLIC_SALT).sign_object(file["id"]),
+    )
     assert content_of(fetch(old)) == b"v1"
 
 
