@@ -16,8 +16,10 @@ ONLY_OWNERS = "Only an owner of the workspace makes or unmakes owners"
 LAST_OWNER = "A workspace keeps at least one owner: make another member owner first"
 
 
-def _lock(workspace: Workspace) -> None:
-    Workspace.objects.select_for_update().filter(pk=workspace.pk).exists()
+def lock_members(workspace_id: str) -> None:
+    """Hold the workspace's row until the transaction ends: every change to its
+    members takes this lock first, so they happen one at a time."""
+    Workspace.objects.select_for_update().filter(pk=workspace_id).exists()
 
 
 def _check_owner_change(acting_role: str | None, *roles: str) -> None:
@@ -63,7 +65,7 @@ def member_add(
     acting_role: str | None = None,
 ) -> Membership:
     _check_owner_change(acting_role, role)
-    _lock(workspace)
+    lock_members(workspace.pk)
     if Membership.objects.filter(workspace=workspace, account=account).exists():
         raise AlreadyExists(f"{account.email or account.get_username()} is a member already")
     membership = Membership.objects.create(workspace=workspace, account=account, role=role)
@@ -82,7 +84,7 @@ def member_add(
 def member_role_change(
     *, membership: Membership, role: str, actor: Actor = PLATFORM, acting_role: str | None = None
 ) -> Membership:
-    _lock(membership.workspace)
+    lock_members(membership.workspace_id)
     membership.refresh_from_db(fields=["role"])
     if membership.role == role:
         return membership
@@ -109,7 +111,7 @@ def member_role_change(
 def member_remove(
     *, membership: Membership, actor: Actor = PLATFORM, acting_role: str | None = None
 ) -> None:
-    _lock(membership.workspace)
+    lock_members(membership.workspace_id)
     membership.refresh_from_db(fields=["role"])
     _check_owner_change(acting_role, membership.role)
     _keeps_an_owner(membership)

@@ -10,7 +10,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from bots.audit import PLATFORM, Actor, audit, changed_fields
-from bots.models import AuditAction, Bot, Membership, Role, Workspace, WorkspaceSettings
+from bots.members import member_add
+from bots.models import AuditAction, Bot, Role, Workspace, WorkspaceSettings
 from bots.models.bot import new_signing_secret
 
 # What an update may change, by model field; the audit record names these.
@@ -21,15 +22,7 @@ BOT_UPDATABLE_FIELDS = ("name", "tags", "dev", "webhook_url")
 def workspace_create(*, name: str, owner: Account, actor: Actor = PLATFORM) -> Workspace:
     workspace = Workspace.objects.create(name=name)
     WorkspaceSettings.objects.create(workspace=workspace)
-    membership = Membership.objects.create(workspace=workspace, account=owner, role=Role.OWNER)
-    audit(
-        actor,
-        action=AuditAction.MEMBER_ADDED,
-        target_type="member",
-        target_id=membership.pk,
-        workspace=workspace,
-        changes={"account": owner.get_username(), "role": Role.OWNER.value},
-    )
+    member_add(workspace=workspace, account=owner, role=Role.OWNER, actor=actor)
     return workspace
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from bots.models import Workspace
+from bots.members import lock_members
 from platform_site.api.errors import AlreadyExists, Forbidden
 
 
@@ -21,7 +21,7 @@ def refusal(workspace_id: str, changes: Callable[[], object]) -> str | None:
     """Why the services refuse `changes` (None when they would make them)."""
     # The admin's change and delete views are atomic: this lock lasts until
     # they commit what validated here.
-    Workspace.objects.select_for_update().filter(pk=workspace_id).exists()
+    lock_members(workspace_id)
     try:
         with transaction.atomic():
             changes()
