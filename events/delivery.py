@@ -74,9 +74,14 @@ def events_deliver(*, lease: int, event_ids: Sequence[str]) -> Counter[str]:
     return tally
 
 
+def lease_room() -> float:
+    """Seconds from a claim until a tick may claim the same events again."""
+    return settings.EVENT_LEASE_SECONDS - settings.EVENT_DISPATCH_LOOKAHEAD
+
+
 def timeout_ceiling() -> float:
     """The longest a delivery's request may wait for its answer under the lease."""
-    room = settings.EVENT_LEASE_SECONDS - settings.EVENT_DISPATCH_LOOKAHEAD
+    room = lease_room()
     return max(room - RECORD_SECONDS, room / 2, MIN_TIMEOUT_SECONDS)
 
 
