@@ -2,7 +2,7 @@
 ending at `next_attempt_at`, after which the dispatcher may claim it again."""
 
 import secrets
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 
@@ -14,8 +14,3 @@ def new_lease() -> int:
 
 def lease_duration() -> timedelta:
     return timedelta(seconds=settings.EVENT_LEASE_SECONDS)
-
-
-def lease_end(start: datetime) -> datetime:
-    """When a lease taken for an attempt due at `start` ends."""
-    return start + lease_duration()

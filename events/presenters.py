@@ -1,3 +1,4 @@
+from collections.abc import Mapping
 from typing import Any
 
 from events.models import Event
@@ -16,19 +17,28 @@ def event_json(event: Event) -> dict[str, Any]:
     return body | _links(event)
 
 
-def delivery_json(event: Event) -> dict[str, Any]:
-    """The body POSTed to the bot's webhook: the event with its bot and links."""
+def delivery_json(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The body POSTed to the bot's webhook: the event with its bot and links,
+    from the event's columns (as `values()` reads them)."""
     body: dict[str, Any] = {
-        "id": event.id,
-        "type": event.type,
-        "botId": event.bot_id,
-        "createdAt": format_timestamp(event.created_at),
-        "payload": event.payload,
+        "id": row["id"],
+        "type": row["type"],
+        "botId": row["bot_id"],
+        "createdAt": format_timestamp(row["created_at"]),
+        "payload": row["payload"],
     }
-    links = _links(event)
-    if event.workflow_id is not None:
-        links["workflowId"] = event.workflow_id
-    return body | links
+    for name, column in _DELIVERY_LINKS:
+        if row[column] is not None:
+            body[name] = row[column]
+    return body
+
+
+_DELIVERY_LINKS = (
+    ("conversationId", "conversation_id"),
+    ("userId", "user_id"),
+    ("messageId", "message_id"),
+    ("workflowId", "workflow_id"),
+)
 
 
 def _links(event: Event) -> dict[str, str]:

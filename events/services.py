@@ -1,18 +1,17 @@
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
 from bots.models import Bot, Conversation, IntegrationInstallation, Message, User, Workflow
-from events.leases import lease_end, new_lease
+from events.engine.wakeups import deliveries_wake
 from events.models import Event, EventStatus
 from events.selectors import event_get
-from events.tasks import enqueue_deliveries
 from platform_site.api.errors import InvalidPayload, ReferenceNotFound
 
 
@@ -144,32 +143,29 @@ def event_record(
 ) -> Event:
     """Store an event for a bot with references already checked: `pending`
     when due now (no schedule, a delay of 0, a past dateTime), else
-    `scheduled` until the dispatcher finds it due.
+    `scheduled` until a worker finds it due.
 
-    An event due now is stored already claimed, and its delivery is enqueued
-    once the row is committed, so it does not wait for the dispatcher's next
-    tick; should the broker or the worker fail it, the lease ends and the
-    dispatcher claims it again."""
+    When it falls due within the workers' look-ahead, a worker is woken once
+    the row is committed, so it does not wait for the next periodic claim;
+    should the wake-up be lost, that claim finds it."""
     now = timezone.now()
     due_at = due_time(schedule=schedule, now=now)
     due_now = due_at <= now
-    lease = new_lease() if due_now else 0
     event = Event.objects.create(
         bot_id=bot_id,
         type=type,
         payload=payload,
         status=EventStatus.PENDING if due_now else EventStatus.SCHEDULED,
         due_at=due_at,
-        next_attempt_at=lease_end(now) if due_now else due_at,
-        lease=lease,
+        next_attempt_at=now if due_now else due_at,
         conversation=references.conversation,
         user=references.user,
         message=references.message,
         workflow=references.workflow,
         integration=references.integration,
     )
-    if due_now:
-        transaction.on_commit(partial(enqueue_deliveries, lease, [(event.id, now)]))
+    if due_at - now <= timedelta(seconds=settings.EVENT_DISPATCH_LOOKAHEAD):
+        transaction.on_commit(deliveries_wake)
     return event
 
 
@@ -193,20 +189,15 @@ def events_retry(*, event_ids: Sequence[str]) -> int:
     """Deliver failed or ignored events again, now, with a new retry window;
     answers how many were taken (the others are not failed or ignored)."""
     now = timezone.now()
-    lease = new_lease()
     with transaction.atomic():
-        retried = list(
-            Event.objects.select_for_update()
-            .filter(id__in=event_ids, status__in=RETRYABLE_STATUSES)
-            .values_list("id", flat=True)
-        )
-        Event.objects.filter(id__in=retried).update(
+        retried = Event.objects.filter(id__in=event_ids, status__in=RETRYABLE_STATUSES).update(
             status=EventStatus.PENDING,
             failure_reason=None,
-            next_attempt_at=lease_end(now),
-            lease=lease,
+            next_attempt_at=now,
+            lease=0,
             first_attempt_at=None,
             updated_at=now,
         )
-        transaction.on_commit(partial(enqueue_deliveries, lease, [(id, now) for id in retried]))
-    return len(retried)
+        if retried:
+            transaction.on_commit(deliveries_wake)
+    return retried

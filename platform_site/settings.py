@@ -283,17 +283,23 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 # database (a test run beside `make run`) keep apart by using another.
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="platform")
 
-# Event delivery. The database says what is due; beat only wakes the dispatcher.
-EVENT_DISPATCH_INTERVAL = env.float("EVENT_DISPATCH_INTERVAL", default=0.25)  # seconds
-# A tick claims what falls due within this many seconds (more than one tick
-# interval) and hands it to a worker with an ETA, so a delivery starts on time.
+# Event delivery. The database says what is due: every Celery worker process
+# runs a delivery engine (events/engine/) that claims due events from it.
+# Requests in flight per worker process, and to one bot (its share: a slow or
+# failing webhook holds at most that many, fewer once it fails).
+EVENT_DELIVERY_CONCURRENCY = env.int("EVENT_DELIVERY_CONCURRENCY", default=500)
+EVENT_DELIVERY_PER_BOT = env.int("EVENT_DELIVERY_PER_BOT", default=100)
+# Seconds between a worker process's looks for due events when nothing wakes
+# it (an event created due now wakes one at once).
+EVENT_DISPATCH_INTERVAL = env.float("EVENT_DISPATCH_INTERVAL", default=0.25)
+# Events due within this many seconds are claimed and held until due, so a
+# delivery starts on time.
 EVENT_DISPATCH_LOOKAHEAD = env.float("EVENT_DISPATCH_LOOKAHEAD", default=2.0)
-# Events of one delivery task fall due within this many seconds of each other;
-# the task runs when the last of them is due.
-EVENT_DELIVERY_CHUNK_SPAN = env.float("EVENT_DELIVERY_CHUNK_SPAN", default=0.05)
-# Rows claimed per SELECT … FOR UPDATE SKIP LOCKED, and events per delivery task.
+# Rows claimed per SELECT … FOR UPDATE SKIP LOCKED, at most.
 EVENT_DISPATCH_BATCH = env.int("EVENT_DISPATCH_BATCH", default=1000)
-EVENT_DELIVERY_CHUNK = env.int("EVENT_DELIVERY_CHUNK", default=100)
+# Seconds between two log lines of each worker process's deliveries
+# (claimed, sent, in flight, claim lag).
+EVENT_DELIVERY_REPORT_INTERVAL = env.float("EVENT_DELIVERY_REPORT_INTERVAL", default=60.0)
 # A claimed event is due again after this long, should its worker die.
 EVENT_LEASE_SECONDS = env.float("EVENT_LEASE_SECONDS", default=60.0)
 EVENT_DELIVERY_TIMEOUT = env.float("EVENT_DELIVERY_TIMEOUT", default=10.0)
@@ -311,12 +317,6 @@ WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", def
 
 # The beat schedule lives here and nowhere else.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    "dispatch-due-events": {
-        "task": "events.tasks.dispatch_due_events",
-        "schedule": EVENT_DISPATCH_INTERVAL,
-        # A tick nobody ran in time is useless: the next one does its work.
-        "options": {"expires": max(1.0, 4 * EVENT_DISPATCH_INTERVAL)},
-    },
     "requeue-stalled-indexing": {
         "task": "files.tasks.requeue_stalled_indexing",
         "schedule": FILE_HOUSEKEEPING_INTERVAL,
@@ -375,10 +375,9 @@ LOGGING = {
         # Our handler logs every error with its id; Django's duplicate would
         # print the same failure twice without the id.
         "django.request": {"level": "CRITICAL", "propagate": True},
-        # Beat sends a dispatcher tick four times a second, and deliveries run
-        # by the thousand: one line each would drown the log. Failures are
-        # still logged (at ERROR by Celery, and by the delivery code itself).
-        "celery.beat": {"level": "WARNING"},
+        # Delivery wake-ups run by the hundred a second: a line for each
+        # task would drown the log. Failures are still logged (at ERROR by
+        # Celery), and each worker process reports its deliveries itself.
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
     },

@@ -11,7 +11,8 @@ def persistent_connections(**kwargs: Any) -> None:
     the web processes use. Celery's Django fixup closes connections around
     every task: with a pool that reopens it each time (about 5 ms a task),
     while a persistent connection is kept until CONN_MAX_AGE passes. A worker
-    process runs one task at a time, so it needs one connection, not a pool."""
+    process runs one task at a time, and its delivery engine's database
+    thread one query at a time: two connections, each the thread's own."""
     for alias in connections:
         settings_dict = connections[alias].settings_dict
         if settings_dict.get("OPTIONS", {}).pop("pool", None) is not None:

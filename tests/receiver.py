@@ -3,7 +3,7 @@ every request and answers from a script (200 by default)."""
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +17,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float  # time.time() when the request was read
+    client_port: int = 0  # tells the connections apart
 
     def json(self) -> Any:
         import json
@@ -42,6 +43,10 @@ class Receiver:
     def __init__(self) -> None:
         self.requests: list[Received] = []
         self._script: deque[Answer] = deque()
+        self._routes: dict[str, Answer] = {}
+        # Requests being answered now, and the most there were at once, by path.
+        self.in_flight: Counter[str] = Counter()
+        self.peak: Counter[str] = Counter()
         self._lock = threading.Condition()
         receiver = self
 
@@ -52,10 +57,19 @@ class Receiver:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = self.rfile.read(length)
                 answer = receiver._record(
-                    Received(self.path, dict(self.headers.items()), body, time.time())
+                    Received(
+                        self.path,
+                        dict(self.headers.items()),
+                        body,
+                        time.time(),
+                        self.client_address[1],
+                    )
                 )
-                if answer.delay:
-                    time.sleep(answer.delay)
+                try:
+                    if answer.delay:
+                        time.sleep(answer.delay)
+                finally:
+                    receiver._answered(self.path)
                 self.send_response(answer.status)
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
@@ -76,9 +90,26 @@ class Receiver:
     def _record(self, received: Received) -> Answer:
         with self._lock:
             self.requests.append(received)
-            answer = self._script.popleft() if self._script else Answer()
+            self.in_flight[received.path] += 1
+            self.peak[received.path] = max(self.peak[received.path], self.in_flight[received.path])
+            if self._script:
+                answer = self._script.popleft()
+            else:
+                answer = self._routes.get(received.path, Answer())
             self._lock.notify_all()
             return answer
+
+    def _answered(self, path: str) -> None:
+        with self._lock:
+            self.in_flight[path] -= 1
+
+    def url_for(self, path: str, answer: Answer | None = None) -> str:
+        """A URL of this receiver on `path`, answered with `answer` (200 by
+        default) once the script of `answer()` is spent."""
+        if answer is not None:
+            with self._lock:
+                self._routes[path] = answer
+        return self.url.rsplit("/", 1)[0] + path
 
     def answer(self, *answers: Answer) -> None:
         """Answer the next requests with these, in order; then 200 again."""

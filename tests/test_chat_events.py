@@ -10,9 +10,9 @@ from standardwebhooks.webhooks import Webhook
 
 from bots.models import Conversation, User
 from chat.models import ChatConnection
-from events.delivery import events_deliver
 from events.models import Event, EventStatus
 from tests.conftest import assert_error
+from tests.delivering import deliver_due
 from tests.factories import (
     BotFactory,
     ChatConnectionFactory,
@@ -97,8 +97,7 @@ def test_the_event_engine_delivers_it_signed(connection, alice, conversation, ho
     event_id = send(connection, alice, {"payload": PAYLOAD, "conversationId": "room/7"}).json()[
         "event"
     ]["id"]
-    lease = Event.objects.values_list("lease", flat=True).get(id=event_id)
-    events_deliver(lease=lease, event_ids=[event_id])
+    assert deliver_due() == {"processed": 1}
     [received] = receiver.requests
     Webhook(hooked.signing_secret).verify(received.body, received.headers)
     body = received.json()

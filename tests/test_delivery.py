@@ -13,13 +13,13 @@ import pytest
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-import events.delivery
+import tests.delivering
 from bots.models import Bot
 from bots.models.bot import new_signing_secret
-from events.delivery import events_deliver
 from events.dispatch import events_claim_due
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.services import event_record, events_retry
+from tests.delivering import deliver_claim, deliver_held
 from tests.factories import (
     BotFactory,
     ConversationFactory,
@@ -44,24 +44,23 @@ def engine_settings(settings):
 
 
 def record(bot: Bot, **fields: Any) -> Event:
-    """An event due now, stored pending and claimed, as a client's create does."""
+    """An event due now, stored pending, as a client's create does."""
     fields.setdefault("type", "order.created")
     fields.setdefault("payload", {})
     return event_record(bot_id=bot.id, **fields)
 
 
-def deliver(event_id: str) -> Any:
-    """Deliver an event under the lease it holds."""
-    lease = Event.objects.values_list("lease", flat=True).get(id=event_id)
-    return events_deliver(lease=lease, event_ids=[event_id])
+def deliver(*event_ids: str) -> Any:
+    """Claim the events, due now (and no other), and deliver them."""
+    claim = events_claim_due(limit=10, lookahead=0)
+    assert sorted(claim.event_ids) == sorted(event_ids)
+    return deliver_claim(claim)
 
 
 def deliver_again(event_id: str) -> Any:
     """Bring an event's next attempt forward, then claim and deliver it."""
     Event.objects.filter(id=event_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    claim = events_claim_due(limit=10)
-    assert claim.event_ids == [event_id]
-    return events_deliver(lease=claim.lease, event_ids=claim.event_ids)
+    return deliver(event_id)
 
 
 def attempts_of(event_id: str) -> list[DeliveryAttempt]:
@@ -183,8 +182,7 @@ def test_each_bot_signs_with_its_own_secret(bot, receiver):
         each.webhook_url = receiver.url
         each.save(update_fields=["webhook_url"])
     first, second = record(bot), record(other)
-    deliver(first.id)
-    deliver(second.id)
+    deliver(first.id, second.id)
     [to_first] = receiver.for_event(first.id)
     [to_second] = receiver.for_event(second.id)
     Webhook(bot.signing_secret).verify(to_first.body, to_first.headers)
@@ -539,7 +537,7 @@ def test_one_delivery_of_events_of_several_bots(bot, receiver):
         ids = [e.id for e in (*ours, *theirs, unheard)]
         claim = events_claim_due(limit=10, lookahead=120)
         assert sorted(claim.event_ids) == sorted(ids)
-        tally = events_deliver(lease=claim.lease, event_ids=claim.event_ids)
+        tally = deliver_claim(claim)
         assert tally == {"processed": 2, "pending": 2, "ignored": 1}
         assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(
             e.id for e in ours
@@ -556,43 +554,54 @@ def test_one_delivery_of_events_of_several_bots(bot, receiver):
 
 def test_a_wrong_lease_sends_nothing_and_changes_nothing(hooked, receiver):
     event = record(hooked)
+    claim = events_claim_due(limit=10)
     before = snapshot(event.id)
-    assert events_deliver(lease=before["lease"] + 1, event_ids=[event.id]) == {"skipped": 1}
+    assert deliver_held(claim.lease + 1, [event.id]) == {"skipped": 1}
     assert receiver.requests == []
     assert snapshot(event.id) == before
     assert attempts_of(event.id) == []
 
 
+def test_an_unclaimed_event_is_not_sent(hooked, receiver):
+    event = record(hooked)
+    before = snapshot(event.id)
+    assert before["lease"] == 0
+    assert deliver_held(0, [event.id]) == {"skipped": 1}
+    assert receiver.requests == []
+    assert snapshot(event.id) == before
+
+
 def test_a_stale_lease_sends_nothing_and_changes_nothing(hooked, receiver):
     event = record(hooked)
-    stale = Event.objects.get(id=event.id).lease
-    # The lease ends (its worker stalled); the dispatcher claims the event again.
+    stale = events_claim_due(limit=10).lease
+    # The lease ends (its worker stalled); another process claims the event again.
     Event.objects.filter(id=event.id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
     claim = events_claim_due(limit=10)
     assert claim.event_ids == [event.id]
     assert claim.lease != stale
     before = snapshot(event.id)
-    assert events_deliver(lease=stale, event_ids=[event.id]) == {"skipped": 1}
+    assert deliver_held(stale, [event.id]) == {"skipped": 1}
     assert receiver.requests == []
     assert snapshot(event.id) == before
-    assert events_deliver(lease=claim.lease, event_ids=[event.id]) == {"processed": 1}
+    assert deliver_claim(claim) == {"processed": 1}
     assert len(receiver.requests) == 1
 
 
 def test_a_delivery_that_lost_its_lease_in_flight_changes_nothing(hooked, receiver, monkeypatch):
     event = record(hooked)
-    real_post_all = events.delivery.post_all
+    real_send = tests.delivering.send
 
-    def post_all_then_lose_the_lease(*args: Any, **kwargs: Any) -> Any:
-        results = real_post_all(*args, **kwargs)
-        # Meanwhile the lease ended and another dispatcher claimed the event.
+    def send_then_lose_the_lease(*args: Any, **kwargs: Any) -> Any:
+        results = real_send(*args, **kwargs)
+        # Meanwhile the lease ended and another process claimed the event.
         Event.objects.filter(id=event.id).update(lease=42)
         return results
 
-    monkeypatch.setattr(events.delivery, "post_all", post_all_then_lose_the_lease)
-    before = snapshot(event.id)
+    monkeypatch.setattr(tests.delivering, "send", send_then_lose_the_lease)
     receiver.answer(Answer(404, b"gone"))
-    assert deliver(event.id) == {"lease lost": 1}
+    claim = events_claim_due(limit=10)
+    before = snapshot(event.id)
+    assert deliver_claim(claim) == {"lease lost": 1}
     after = snapshot(event.id)
     assert after == {**before, "lease": 42}
     # What happened is still on record.
@@ -601,30 +610,31 @@ def test_a_delivery_that_lost_its_lease_in_flight_changes_nothing(hooked, receiv
 
 
 def test_a_processed_event_is_not_delivered_again_under_the_same_lease(hooked, receiver):
-    event = record(hooked)
-    lease = Event.objects.get(id=event.id).lease
-    assert events_deliver(lease=lease, event_ids=[event.id]) == {"processed": 1}
-    before = snapshot(event.id)
-    assert events_deliver(lease=lease, event_ids=[event.id]) == {"skipped": 1}
+    record(hooked)
+    claim = events_claim_due(limit=10)
+    assert deliver_claim(claim) == {"processed": 1}
+    [event_id] = claim.event_ids
+    before = snapshot(event_id)
+    assert deliver_claim(claim) == {"skipped": 1}
     assert len(receiver.requests) == 1
-    assert snapshot(event.id) == before
+    assert snapshot(event_id) == before
 
 
 def test_a_retry_is_not_sent_early_by_its_delivery_run_twice(hooked, receiver):
     receiver.answer(Answer(503, b""))
     event = record(hooked)
-    lease = Event.objects.get(id=event.id).lease
-    assert events_deliver(lease=lease, event_ids=[event.id]) == {"pending": 1}
+    claim = events_claim_due(limit=10)
+    assert deliver_claim(claim) == {"pending": 1}
     before = snapshot(event.id)
-    # The same delivery task run twice must not jump the backoff.
-    assert events_deliver(lease=lease, event_ids=[event.id]) == {"skipped": 1}
+    # The same claim delivered twice must not jump the backoff.
+    assert deliver_claim(claim) == {"skipped": 1}
     assert len(receiver.requests) == 1
     assert snapshot(event.id) == before
     assert len(attempts_of(event.id)) == 1
 
 
 def test_delivery_of_an_unknown_event_is_skipped(hooked, receiver):
-    assert events_deliver(lease=1, event_ids=[EventFactory.build().id]) == {"skipped": 1}
+    assert deliver_held(1, [EventFactory.build().id]) == {"skipped": 1}
     assert receiver.requests == []
 
 
@@ -642,16 +652,17 @@ def test_events_retry_puts_a_failed_event_back_and_it_is_delivered(
 
     with django_capture_on_commit_callbacks() as callbacks:
         assert events_retry(event_ids=[event.id]) == 1
-    assert len(callbacks) == 1  # its delivery is enqueued once the retry commits
+    assert len(callbacks) == 1  # a worker is woken once the retry commits
     row = Event.objects.get(id=event.id)
     assert row.status == EventStatus.PENDING
     assert row.failure_reason is None
-    assert row.lease != failed.lease
+    assert row.lease == 0
     assert row.next_attempt_at is not None
+    assert row.next_attempt_at <= timezone.now()
     assert row.first_attempt_at is None
-    # The old lease holds nothing any more; the new one delivers.
-    assert events_deliver(lease=failed.lease, event_ids=[event.id]) == {"skipped": 1}
-    assert events_deliver(lease=row.lease, event_ids=[event.id]) == {"processed": 1}
+    # The old lease holds nothing any more; the next claim delivers.
+    assert deliver_held(failed.lease, [event.id]) == {"skipped": 1}
+    assert deliver(event.id) == {"processed": 1}
     row = Event.objects.get(id=event.id)
     assert row.status == EventStatus.PROCESSED
     assert row.failure_reason is None

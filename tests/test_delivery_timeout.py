@@ -10,9 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bots.models import Bot, Workspace, WorkspaceSettings
-from events.delivery import events_deliver, timeout_ceiling
-from events.dispatch import events_claim_due
+from events.delivery import timeout_ceiling
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
+from tests.delivering import deliver_due
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 from tests.receiver import Answer, Receiver
 
@@ -42,9 +42,8 @@ def due(bot: Bot) -> Event:
 
 
 def deliver_all_due() -> dict[str, int]:
-    """Claim every due event and deliver them together, as one task does."""
-    claim = events_claim_due(limit=100)
-    return events_deliver(lease=claim.lease, event_ids=claim.event_ids)
+    """Claim every due event and deliver them together, as one claim of a worker."""
+    return deliver_due(lookahead=2.0)
 
 
 def only_attempt(event: Event) -> DeliveryAttempt:
@@ -81,8 +80,8 @@ def test_a_workspace_without_settings_waits_the_deployment_default(settings, rec
 
 
 def test_a_workspace_timeout_longer_than_the_lease_allows_is_cut_to_fit(settings, receiver):
-    # A tick may claim the events again a second after they were claimed; the
-    # request gets half of that second, the rest is for recording it.
+    # Another process may claim the events again a second after they were
+    # claimed; the request gets half of that second, the rest is for recording it.
     settings.EVENT_LEASE_SECONDS = 3.0
     settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
     event = due(bot_of(workspace_waiting(30.0), receiver))
@@ -96,7 +95,7 @@ def test_a_workspace_timeout_longer_than_the_lease_allows_is_cut_to_fit(settings
     ("lease", "lookahead", "ceiling"),
     [(60.0, 2.0, 53.0), (30.0, 2.0, 23.0), (10.0, 2.0, 4.0), (3.0, 2.0, 0.5), (2.4, 2.0, 0.2)],
 )
-def test_a_request_ends_before_a_tick_may_claim_its_events_again(
+def test_a_request_ends_before_another_process_may_claim_its_events_again(
     settings, lease, lookahead, ceiling
 ):
     settings.EVENT_LEASE_SECONDS = lease

@@ -1,8 +1,9 @@
 """Claiming due events: what is due, in which order, how many, under which
-lease; dispatchers running at once; and the beat tick that hands claims to
-delivery tasks."""
+lease, which bots are left out; processes claiming at once; and the wake-up
+that has a worker claim an event created due now."""
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,11 +14,12 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from events import tasks
-from events.delivery import events_deliver
 from events.dispatch import events_claim_due
+from events.engine import wakeups
 from events.models import DeliveryAttempt, Event, EventStatus
-from platform_site.celery import app
-from tests.factories import EventFactory
+from events.services import event_record
+from tests.delivering import deliver_claim, deliver_held
+from tests.factories import BotFactory, EventFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -27,18 +29,6 @@ def engine_settings(settings):
     settings.EVENT_LEASE_SECONDS = 60.0
     settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
     settings.EVENT_DELIVERY_TIMEOUT = 5.0
-
-
-@pytest.fixture
-def eager() -> Iterator[None]:
-    """Tasks run in this process when they are sent, as a worker would run them."""
-    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = True
-    app.conf.task_eager_propagates = True
-    try:
-        yield
-    finally:
-        app.conf.task_always_eager, app.conf.task_eager_propagates = saved
 
 
 def ago(seconds: float) -> datetime:
@@ -70,14 +60,16 @@ def test_claims_earliest_first(bot):
     ]
 
 
-def test_a_claim_leases_without_changing_the_status(bot):
+def test_a_claim_leases_and_starts_what_is_due(bot):
     scheduled, retry = due(bot, 5), due(bot, 5, status=EventStatus.PENDING)
     before = timezone.now()
     claim = events_claim_due(limit=10)
     after = timezone.now()
     assert claim.lease > 0
+    assert before <= claim.claimed_at <= after
     rows = {row.id: row for row in Event.objects.all()}
-    assert rows[scheduled.id].status == EventStatus.SCHEDULED
+    # Due already: its delivery starts now, so it is no longer cancelable.
+    assert rows[scheduled.id].status == EventStatus.PENDING
     assert rows[retry.id].status == EventStatus.PENDING
     for row in rows.values():
         assert row.lease == claim.lease
@@ -166,12 +158,12 @@ def test_a_claimed_event_is_not_claimed_again_until_its_lease_ends(bot, receiver
 
     # The first claim's delivery, late, finds its lease gone: nothing is sent.
     before = Event.objects.filter(id=event.id).values().get()
-    assert events_deliver(lease=first.lease, event_ids=[event.id]) == {"skipped": 1}
+    assert deliver_held(first.lease, [event.id]) == {"skipped": 1}
     assert receiver.requests == []
     assert Event.objects.filter(id=event.id).values().get() == before
     assert not DeliveryAttempt.objects.exists()
 
-    assert events_deliver(lease=second.lease, event_ids=[event.id]) == {"processed": 1}
+    assert deliver_claim(second) == {"processed": 1}
     assert [r.headers["webhook-id"] for r in receiver.requests] == [event.id]
 
 
@@ -232,55 +224,84 @@ def test_two_dispatchers_at_once_never_claim_the_same_event(bot):
             assert {holder[event_id] for event_id in batch} == {lease}
 
 
-# --- the beat tick ------------------------------------------------------------------------
+# --- bots left out -----------------------------------------------------------------------
 
 
-def test_the_tick_delivers_each_due_event_exactly_once(bot, receiver, settings, eager):
-    settings.EVENT_DISPATCH_BATCH = 2
-    settings.EVENT_DELIVERY_CHUNK = 2
-    bot.webhook_url = receiver.url
-    bot.save(update_fields=["webhook_url"])
-    overdue = [due(bot, 30 - i) for i in range(5)]
-    retry = due(bot, 3, status=EventStatus.PENDING)
-    later = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-3600))
-    finished = EventFactory(bot=bot, status=EventStatus.PROCESSED, due_at=ago(30))
-
-    assert tasks.dispatch_due_events() == 6
-    delivered = [*overdue, retry]
-    assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(
-        e.id for e in delivered
-    )
-    statuses = dict(Event.objects.values_list("id", "status"))
-    assert {statuses[e.id] for e in delivered} == {EventStatus.PROCESSED}
-    assert statuses[later.id] == EventStatus.SCHEDULED
-    assert statuses[finished.id] == EventStatus.PROCESSED
-    assert DeliveryAttempt.objects.count() == 6
-
-    # The next tick finds nothing to do.
-    assert tasks.dispatch_due_events() == 0
-    assert len(receiver.requests) == 6
+def test_a_claim_leaves_out_the_bots_it_is_told_to(bot):
+    busy = BotFactory(workspace=bot.workspace)
+    theirs = [
+        EventFactory(bot=busy, status=EventStatus.SCHEDULED, due_at=ago(30 - i)) for i in range(3)
+    ]
+    ours = due(bot, 5)
+    claim = events_claim_due(limit=10, exclude_bot_ids=[busy.id])
+    assert claim.event_ids == [ours.id]
+    for event in theirs:
+        row = Event.objects.get(id=event.id)
+        assert (row.lease, row.status) == (0, EventStatus.SCHEDULED)
+    # Another process, with room for that bot, takes them in order.
+    assert events_claim_due(limit=10).event_ids == [e.id for e in theirs]
 
 
-def test_an_event_created_due_now_is_delivered_once_its_row_is_committed(
-    runtime_client, bot, receiver, eager, django_capture_on_commit_callbacks
+# --- waking a worker ------------------------------------------------------------------------
+
+
+class Sent:
+    """Stands in for wake_deliveries.apply_async and counts what was sent."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.fail = fail
+        self.done = threading.Event()
+
+    def __call__(self, *args: Any, **options: Any) -> None:
+        self.calls.append(options)
+        self.done.set()
+        if self.fail:
+            raise OperationalError("broker down")
+
+
+@pytest.fixture
+def sent(monkeypatch) -> Iterator[Sent]:
+    """Wake-ups go to this instead of the broker, from a wake-up thread of the test's own."""
+    recorder = Sent()
+    monkeypatch.setattr(tasks.wake_deliveries, "apply_async", recorder)
+    monkeypatch.setattr(wakeups, "_waker", None)
+    yield recorder
+
+
+def test_an_event_created_due_now_wakes_a_worker_once_committed(
+    runtime_client, bot, sent, django_capture_on_commit_callbacks
 ):
-    bot.webhook_url = receiver.url
-    bot.save(update_fields=["webhook_url"])
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         response = runtime_client().post(
             "/v1/chat/events", {"type": "t", "payload": {}}, format="json"
         )
-        assert receiver.requests == []  # not before the commit
+        assert sent.calls == []  # not before the commit
+    assert response.status_code == 201
     assert len(callbacks) == 1
-    event_id = response.json()["event"]["id"]
-    assert [r.headers["webhook-id"] for r in receiver.requests] == [event_id]
-    assert Event.objects.get(id=event_id).status == EventStatus.PROCESSED
-    # Nothing is left for the dispatcher.
-    assert tasks.dispatch_due_events() == 0
-    assert len(receiver.requests) == 1
+    assert sent.done.wait(5)
+    [options] = sent.calls
+    assert options["expires"] == wakeups.EXPIRES_SECONDS
+    # The row waits, unclaimed, for whichever worker claims first.
+    row = Event.objects.get(id=response.json()["event"]["id"])
+    assert (row.status, row.lease) == (EventStatus.PENDING, 0)
+    assert events_claim_due(limit=10, lookahead=0).event_ids == [row.id]
 
 
-def test_a_scheduled_event_created_is_not_enqueued(
+def test_an_event_due_within_the_look_ahead_wakes_a_worker(
+    runtime_client, bot, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = runtime_client().post(
+            "/v1/chat/events",
+            {"type": "t", "payload": {}, "schedule": {"delay": 500}},
+            format="json",
+        )
+    assert response.status_code == 201
+    assert len(callbacks) == 1
+
+
+def test_a_scheduled_event_beyond_the_look_ahead_wakes_no_one(
     runtime_client, bot, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks() as callbacks:
@@ -293,53 +314,31 @@ def test_a_scheduled_event_created_is_not_enqueued(
     assert callbacks == []
 
 
-class Sent:
-    """Stands in for deliver_events.apply_async and records what was sent."""
+def test_wake_ups_asked_for_together_go_as_a_few(sent):
+    for _ in range(200):
+        wakeups.deliveries_wake()
+    assert sent.done.wait(5)
+    time.sleep(0.2)
+    # The first at once, then at most one per interval for the rest.
+    assert 1 <= len(sent.calls) <= 3
 
-    def __init__(self) -> None:
-        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
 
-    def __call__(self, args: tuple[Any, ...], **options: Any) -> None:
-        self.calls.append((args, options))
-
-
-def test_the_tick_hands_claims_over_in_chunks_with_an_eta_when_not_yet_due(
-    bot, settings, monkeypatch
+def test_a_broker_that_refuses_a_wake_up_leaves_the_event_to_the_next_claim(
+    bot, sent, caplog, django_capture_on_commit_callbacks
 ):
-    settings.EVENT_DELIVERY_CHUNK = 2
-    settings.EVENT_DELIVERY_CHUNK_SPAN = 0.05
-    sent = Sent()
-    monkeypatch.setattr(tasks.deliver_events, "apply_async", sent)
-    # Three due together (within the span), then one a moment ahead.
-    base = ago(10)
-    overdue = [
-        EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=base + timedelta(milliseconds=i))
-        for i in range(3)
-    ]
-    soon = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-1.5))
-
-    assert tasks.dispatch_due_events() == 4
-    lease = Event.objects.get(id=soon.id).lease
-    assert sent.calls == [
-        ((lease, [overdue[0].id, overdue[1].id]), {}),
-        ((lease, [overdue[2].id]), {}),
-        ((lease, [soon.id]), {"eta": soon.due_at}),
-    ]
+    sent.fail = True
+    with django_capture_on_commit_callbacks(execute=True):
+        event = event_record(bot_id=bot.id, type="t", payload={})
+    assert sent.done.wait(5)
+    wait_for(lambda: "refused a delivery wake-up" in caplog.text)
+    assert events_claim_due(limit=10, lookahead=0).event_ids == [event.id]
 
 
-def test_a_broker_that_refuses_leaves_the_events_to_be_claimed_again(bot, monkeypatch):
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise OperationalError("broker down")
-
-    monkeypatch.setattr(tasks.deliver_events, "apply_async", refuse)
-    event = due(bot, 5)
-    assert tasks.dispatch_due_events() == 1
-    row = Event.objects.get(id=event.id)
-    assert row.status == EventStatus.SCHEDULED
-    assert row.lease != 0
-    assert events_claim_due(limit=10).event_ids == []
-    end_lease(event.id)
-    assert events_claim_due(limit=10).event_ids == [event.id]
+def wait_for(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not met in time"
+        time.sleep(0.01)
 
 
 def test_a_lease_too_short_for_a_delivery_is_reported_by_the_system_check(settings):

@@ -8,12 +8,12 @@ import pytest
 from django.utils import timezone
 
 from bots.models import Role
-from events.delivery import events_deliver
 from events.dispatch import events_claim_due
 from events.models import Event, EventStatus
 from events.services import event_cancel
 from platform_site.api.ids import new_id
 from tests.conftest import assert_error
+from tests.delivering import deliver_claim
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db
@@ -109,27 +109,36 @@ def test_cancel_twice_is_400_the_second_time(runtime_client):
 
 def test_a_claimed_event_stays_cancelable_until_its_delivery_starts(runtime_client, bot):
     client = runtime_client()
-    event_id = scheduled(client)
-    Event.objects.filter(id=event_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    claim = events_claim_due(limit=10)
+    event_id = scheduled(client, delay_ms=1500)
+    # Claimed ahead of its due time, and held by the worker until then.
+    claim = events_claim_due(limit=10, lookahead=30)
     assert claim.event_ids == [event_id]
     assert Event.objects.get(id=event_id).status == EventStatus.SCHEDULED
     assert client.delete(cancel_url(event_id)).status_code == 200
-    # The delivery the claim enqueued finds nothing to do.
-    assert events_deliver(lease=claim.lease, event_ids=[event_id]) == {"skipped": 1}
+    # When it falls due, its start finds it canceled: nothing is sent.
+    assert deliver_claim(claim) == {"skipped": 1}
     row = Event.objects.get(id=event_id)
     assert row.status == EventStatus.CANCELED
     assert row.next_attempt_at is None
     assert row.attempt_count == 0
 
 
-def test_an_event_whose_delivery_started_can_no_longer_be_canceled(runtime_client, bot):
+def test_an_event_claimed_when_due_can_no_longer_be_canceled(runtime_client, bot):
     client = runtime_client()
     event_id = scheduled(client)
     Event.objects.filter(id=event_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    claim = events_claim_due(limit=10)
+    events_claim_due(limit=10)
+    assert Event.objects.get(id=event_id).status == EventStatus.PENDING
+    body = assert_error(client.delete(cancel_url(event_id)), 400, "InvalidPayload")
+    assert "pending" in body["message"]
+
+
+def test_an_event_whose_delivery_started_can_no_longer_be_canceled(runtime_client, bot):
+    client = runtime_client()
+    event_id = scheduled(client, delay_ms=1500)
+    claim = events_claim_due(limit=10, lookahead=30)
     # The bot has no webhook: its delivery starts, and ends with the event ignored.
-    assert events_deliver(lease=claim.lease, event_ids=claim.event_ids) == {"ignored": 1}
+    assert deliver_claim(claim) == {"ignored": 1}
     body = assert_error(client.delete(cancel_url(event_id)), 400, "InvalidPayload")
     assert "ignored" in body["message"]
 

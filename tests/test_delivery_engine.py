@@ -1,0 +1,311 @@
+"""The delivery engine in this process, on its own threads (its loop and its
+database thread) as in a worker: claims, due times, fairness between bots,
+backpressure, giving back what it cannot send in time, stopping, waking, and
+surviving a failing database. Waits poll the database; nothing here asserts
+on speed."""
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from bots.models import Bot
+from events.engine import loop as engine_loop
+from events.engine.loop import EngineConfig
+from events.engine.process import EngineThread
+from events.models import DeliveryAttempt, Event, EventStatus
+from events.services import event_record
+from tests.factories import BotFactory, EventFactory
+from tests.receiver import Answer, Receiver
+from tests.worker import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def engine_settings(settings):
+    settings.EVENT_LEASE_SECONDS = 30.0
+    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
+    settings.EVENT_DELIVERY_TIMEOUT = 5.0
+    settings.EVENT_RETRY_BASE_SECONDS = 60.0
+
+
+def config(**changes: Any) -> EngineConfig:
+    values: dict[str, Any] = {
+        "concurrency": 50,
+        "per_bot": 10,
+        "batch": 1000,
+        "interval": 0.1,
+        "report_interval": 3600.0,
+    }
+    values.update(changes)
+    return EngineConfig(**values)
+
+
+class Engine:
+    """An engine running on threads of its own, as in a worker process."""
+
+    def __init__(self, thread: EngineThread) -> None:
+        self.thread = thread
+
+    @property
+    def engine(self) -> Any:
+        return self.thread._engine
+
+    def wake(self) -> None:
+        self.thread.wake()
+
+    def stop(self, grace: float = 5.0) -> None:
+        self.thread.stop(grace)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def start_engine() -> Iterator[Any]:
+    started: list[Engine] = []
+
+    def start(**changes: Any) -> Engine:
+        thread = EngineThread(config(**changes))
+        thread.start()
+        assert thread.ready.wait(10)
+        engine = Engine(thread)
+        started.append(engine)
+        return engine
+
+    yield start
+    for engine in started:
+        if engine.thread.is_alive():
+            engine.stop(grace=0.0)
+
+
+def bot_at(receiver: Receiver, path: str, answer: Answer | None = None, **fields: Any) -> Bot:
+    return BotFactory(webhook_url=receiver.url_for(path, answer), **fields)
+
+
+def due_now(bot: Bot, count: int = 1) -> list[str]:
+    return [event_record(bot_id=bot.id, type="t", payload={"n": n}).id for n in range(count)]
+
+
+def statuses(ids: list[str]) -> Counter[str]:
+    return Counter(Event.objects.filter(id__in=ids).values_list("status", flat=True))
+
+
+def wait_statuses(ids: list[str], expected: dict[str, int], timeout: float = 30.0) -> None:
+    wait_until(
+        lambda: statuses(ids) == Counter(expected),
+        timeout=timeout,
+        message=lambda: f"statuses {dict(statuses(ids))}, expected {expected}",
+    )
+
+
+# --- delivering --------------------------------------------------------------------------
+
+
+def test_due_scheduled_and_unreachable_events_each_end_once(receiver, start_engine):
+    hooked = bot_at(receiver, "/a")
+    silent = BotFactory()
+    now = timezone.now()
+    due = due_now(hooked, 20)
+    soon = [
+        EventFactory(
+            bot=hooked, status=EventStatus.SCHEDULED, due_at=now + timedelta(seconds=1.5)
+        ).id
+        for _ in range(5)
+    ]
+    ignored = due_now(silent, 3)
+    start_engine()
+    wait_statuses(due + soon, {"processed": 25})
+    wait_statuses(ignored, {"ignored": 3})
+    delivered = Counter(r.headers["webhook-id"] for r in receiver.requests)
+    assert delivered == Counter(due + soon)
+    for request in receiver.requests:
+        Webhook(hooked.signing_secret).verify(request.body, request.headers)
+    for event_id in soon:
+        [request] = receiver.for_event(event_id)
+        due_at = Event.objects.get(id=event_id).due_at.timestamp()
+        assert request.at >= due_at - 0.05, "sent before it was due"
+    assert DeliveryAttempt.objects.count() == 25
+
+
+def test_connections_to_a_bot_are_kept_and_reused(receiver, start_engine):
+    hooked = bot_at(receiver, "/a")
+    engine = start_engine()
+    for _ in range(10):
+        ids = due_now(hooked)
+        engine.wake()
+        wait_statuses(ids, {"processed": 1})
+    assert len({r.client_port for r in receiver.requests}) == 1
+
+
+def test_a_slow_bot_holds_its_share_and_the_others_go_on(receiver, start_engine):
+    slow = bot_at(receiver, "/slow", Answer(delay=1.5))
+    fast = [bot_at(receiver, f"/fast{n}") for n in range(5)]
+    slow_ids = due_now(slow, 12)
+    engine = start_engine(per_bot=3)
+    wait_until(lambda: receiver.in_flight["/slow"] == 3, message="the slow bot's share in flight")
+    fast_ids = [event_id for bot in fast for event_id in due_now(bot, 4)]
+    engine.wake()
+    began = time.monotonic()
+    wait_statuses(fast_ids, {"processed": 20})
+    # Done while the slow bot's first three still hang.
+    assert time.monotonic() - began < 1.5
+    wait_statuses(slow_ids, {"processed": 12}, timeout=60)
+    assert receiver.peak["/slow"] == 3
+
+
+def test_a_black_holed_bot_is_cut_to_the_floor(settings, receiver, start_engine):
+    settings.EVENT_DELIVERY_TIMEOUT = 0.3
+    hole = bot_at(receiver, "/hole", Answer(delay=10.0))
+    due_now(hole, 400)
+    start_engine(per_bot=16)
+    wait_until(
+        lambda: receiver.requests and time.time() - receiver.requests[0].at > 4.5,
+        timeout=30,
+        message="four seconds of timeouts",
+    )
+    times = [r.at for r in receiver.requests]
+    first = times[0]
+    # At first the bot's whole share; once its requests time out, halved
+    # each second down to the floor: two requests each 0.3 s, give or take.
+    assert sum(1 for t in times if t < first + 0.2) == 16
+    assert sum(1 for t in times if first + 3.5 <= t < first + 4.5) <= 10
+
+
+def test_backpressure_a_full_process_claims_no_more_than_it_holds(receiver, start_engine):
+    slow = [bot_at(receiver, f"/slow{n}", Answer(delay=0.3)) for n in range(4)]
+    ids = [event_id for bot in slow for event_id in due_now(bot, 20)]
+    start_engine(concurrency=4, per_bot=4)
+    held_max = 0
+    leased = Event.objects.filter(id__in=ids, status=EventStatus.PENDING).exclude(lease=0)
+    deadline = time.monotonic() + 60
+    while statuses(ids) != Counter(processed=80):
+        held_max = max(held_max, leased.count())
+        assert time.monotonic() < deadline, dict(statuses(ids))
+        time.sleep(0.02)
+    # Twice the concurrency at most (held: in flight, queued, unrecorded).
+    assert 4 <= held_max <= 8
+    assert sum(receiver.peak.values()) <= 16
+    assert max(receiver.peak.values()) <= 4
+    assert Counter(r.headers["webhook-id"] for r in receiver.requests) == Counter(ids)
+
+
+def test_deliveries_that_would_outlast_their_lease_are_given_back_not_sent_late(
+    settings, receiver, start_engine, caplog
+):
+    # A 4 s lease less 1 s of look-ahead leaves 3 s: a 1 s timeout, and about
+    # 1 s to wait for a slot. One request at a time, each taking 0.8 s.
+    settings.EVENT_LEASE_SECONDS = 4.0
+    settings.EVENT_DISPATCH_LOOKAHEAD = 1.0
+    settings.EVENT_DELIVERY_TIMEOUT = 1.0
+    slow = bot_at(receiver, "/slow", Answer(delay=0.8))
+    ids = due_now(slow, 6)
+    with caplog.at_level(logging.WARNING, logger="events.engine"):
+        start_engine(per_bot=1)
+        wait_statuses(ids, {"processed": 6}, timeout=60)
+    assert "given back to be claimed again" in caplog.text
+    # Given back, then claimed again: each sent once all the same.
+    assert Counter(r.headers["webhook-id"] for r in receiver.requests) == Counter(ids)
+    assert receiver.peak["/slow"] == 1
+
+
+# --- waking, stopping, failing ---------------------------------------------------------------
+
+
+def test_a_wake_up_claims_at_once(receiver, start_engine):
+    hooked = bot_at(receiver, "/a")
+    engine = start_engine(interval=60.0)
+    time.sleep(0.3)  # its first claim found nothing; the next is a minute away
+    ids = due_now(hooked)
+    engine.wake()
+    wait_statuses(ids, {"processed": 1}, timeout=10)
+
+
+def test_stopping_gives_back_what_is_not_sent_and_another_process_delivers_it(
+    receiver, start_engine
+):
+    hanging = bot_at(receiver, "/hang", Answer(delay=2.0))
+    ids = due_now(hanging, 6)
+    later = [
+        EventFactory(
+            bot=hanging,
+            status=EventStatus.SCHEDULED,
+            due_at=timezone.now() + timedelta(seconds=1.8),
+        ).id
+    ]
+    engine = start_engine(per_bot=2)
+    wait_until(lambda: receiver.in_flight["/hang"] == 2, message="two requests in flight")
+    engine.stop(grace=0.1)
+    # The two cut short, the four queued and the one claimed ahead: all
+    # back in the table, due, unclaimed.
+    rows = Event.objects.filter(id__in=ids + later)
+    assert set(rows.values_list("lease", flat=True)) == {0}
+    assert rows.filter(status=EventStatus.PROCESSED).count() == 0
+    assert Event.objects.get(id=later[0]).status == EventStatus.SCHEDULED
+    assert DeliveryAttempt.objects.count() == 0
+
+    receiver._routes["/hang"] = Answer()
+    start_engine()
+    wait_statuses(ids + later, {"processed": 7})
+
+
+def test_a_failing_database_is_waited_out(receiver, start_engine, monkeypatch, caplog):
+    real_claim = engine_loop._claim
+    failures = {"left": 3}
+
+    def flaky_claim(*args: Any) -> Any:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OperationalError("the database went away")
+        return real_claim(*args)
+
+    monkeypatch.setattr(engine_loop, "_claim", flaky_claim)
+    hooked = bot_at(receiver, "/a")
+    ids = due_now(hooked, 3)
+    with caplog.at_level(logging.WARNING, logger="events.engine"):
+        start_engine()
+        wait_statuses(ids, {"processed": 3}, timeout=30)
+    assert "Claiming due events failed" in caplog.text
+    assert failures["left"] == 0
+
+
+def test_the_engine_reports_how_it_keeps_up(receiver, start_engine, caplog):
+    hooked = bot_at(receiver, "/a")
+    ids = due_now(hooked, 5)
+    with caplog.at_level(logging.INFO, logger="events.engine"):
+        engine = start_engine(report_interval=0.5)
+        wait_statuses(ids, {"processed": 5})
+        wait_until(lambda: "5 sent" in caplog.text, message="a report")
+        engine.stop()
+    line = next(r.getMessage() for r in caplog.records if "5 sent" in r.getMessage())
+    assert "processed 5" in line
+    assert "In flight 0 of 50" in line
+    assert "Claim lag: p50" in line
+
+
+def test_each_thread_closes_its_connection(start_engine):
+    engine = start_engine()
+    engine.stop()
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            return
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_threads_end_with_the_engine(start_engine):
+    before = {t.name for t in threading.enumerate()}
+    engine = start_engine()
+    engine.stop()
+    after = {t.name for t in threading.enumerate()}
+    assert not {name for name in after - before if name.startswith("deliveries")}
