@@ -1,4 +1,4 @@
-from collections.abc import Mapping
+import json
 from typing import Any
 
 from events.models import Event
@@ -17,28 +17,36 @@ def event_json(event: Event) -> dict[str, Any]:
     return body | _links(event)
 
 
-def delivery_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The body POSTed to the bot's webhook: the event with its bot and links,
-    from the event's columns (as `values()` reads them)."""
+def delivery_body(
+    *,
+    event_id: str,
+    type: str,
+    bot_id: str,
+    created_at: str,
+    payload: Any,
+    conversation_id: str | None,
+    user_id: str | None,
+    message_id: str | None,
+    workflow_id: str | None,
+) -> str:
+    """The body POSTed to the bot's webhook: the event with its bot and the
+    links that are set, as compact UTF-8 JSON (`created_at` already formatted)."""
     body: dict[str, Any] = {
-        "id": row["id"],
-        "type": row["type"],
-        "botId": row["bot_id"],
-        "createdAt": format_timestamp(row["created_at"]),
-        "payload": row["payload"],
+        "id": event_id,
+        "type": type,
+        "botId": bot_id,
+        "createdAt": created_at,
+        "payload": payload,
     }
-    for name, column in _DELIVERY_LINKS:
-        if row[column] is not None:
-            body[name] = row[column]
-    return body
-
-
-_DELIVERY_LINKS = (
-    ("conversationId", "conversation_id"),
-    ("userId", "user_id"),
-    ("messageId", "message_id"),
-    ("workflowId", "workflow_id"),
-)
+    for name, value in (
+        ("conversationId", conversation_id),
+        ("userId", user_id),
+        ("messageId", message_id),
+        ("workflowId", workflow_id),
+    ):
+        if value is not None:
+            body[name] = value
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 def _links(event: Event) -> dict[str, str]:

@@ -145,9 +145,9 @@ def event_record(
     when due now (no schedule, a delay of 0, a past dateTime), else
     `scheduled` until a worker finds it due.
 
-    When it falls due within the workers' look-ahead, a worker is woken once
-    the row is committed, so it does not wait for the next periodic claim;
-    should the wake-up be lost, that claim finds it."""
+    When it falls due before the workers would look again, a worker is woken
+    once the row is committed, so that it claims the event on time; should
+    the wake-up be lost, their next look finds it."""
     now = timezone.now()
     due_at = due_time(schedule=schedule, now=now)
     due_now = due_at <= now
@@ -164,7 +164,7 @@ def event_record(
         workflow=references.workflow,
         integration=references.integration,
     )
-    if due_at - now <= timedelta(seconds=settings.EVENT_DISPATCH_LOOKAHEAD):
+    if due_at - now < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL):
         transaction.on_commit(deliveries_wake)
     return event
 

@@ -1,40 +1,33 @@
 """Standard Webhooks signatures: `webhook-id`, `webhook-timestamp` and
-`webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`."""
+`webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, one
+`v1,` signature per secret (the current one first; during a rotation the
+previous one too, space-separated as the format allows).
 
+Computed with hmac.digest, the one-shot C path of the standard library: the
+standardwebhooks library's signer builds an HMAC object in Python per call,
+which cost a worker sending thousands a second more than the request's
+parsing did. Receivers verify with any Standard Webhooks library (the tests
+verify with standardwebhooks)."""
+
+import base64
+import hmac
 from collections.abc import Sequence
-from datetime import datetime
 from functools import lru_cache
 
-from standardwebhooks.webhooks import Webhook
+SECRET_PREFIX = "whsec_"
 
 
-def signature_headers(
-    *, message_id: str, body: str, secrets: Sequence[str], moment: datetime
-) -> dict[str, str]:
-    """The three headers, with one signature per secret (the current one first;
-    during a rotation the previous one too, space-separated as the format allows)."""
-    signatures = " ".join(
-        _signer(secret).sign(msg_id=message_id, timestamp=moment, data=body) for secret in secrets
+def signatures(*, message_id: str, timestamp: int, body: bytes, secrets: Sequence[str]) -> str:
+    """The `webhook-signature` header's value for `body` sent at `timestamp`."""
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    return " ".join(
+        "v1," + base64.b64encode(hmac.digest(_key(secret), signed, "sha256")).decode()
+        for secret in secrets
     )
-    return {
-        "webhook-id": message_id,
-        "webhook-timestamp": str(int(moment.timestamp())),
-        "webhook-signature": signatures,
-    }
 
 
 @lru_cache(maxsize=4096)
-def _signer(secret: str) -> Webhook:
-    # Decoding the secret is a third of the cost of a signature; a worker
-    # signs for the same few bots thousands of times a second.
-    return Webhook(secret)
-
-
-def signing_secrets(
-    current: str, previous: str, previous_expires_at: datetime | None, *, now: datetime
-) -> tuple[str, ...]:
-    """The secrets a delivery is signed with: the bot's current one, and its
-    previous one while the overlap after a rotation lasts."""
-    if previous and previous_expires_at is not None and previous_expires_at > now:
-        return (current, previous)
-    return (current,)
+def _key(secret: str) -> bytes:
+    # As the Standard Webhooks libraries read a secret: base64 after the
+    # prefix, padding optional.
+    return base64.b64decode(secret.removeprefix(SECRET_PREFIX) + "==")

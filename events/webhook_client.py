@@ -17,6 +17,7 @@ the repeat by its webhook-id, as with any redelivery).
 
 import asyncio
 import base64
+import ipaddress
 import socket
 import ssl
 import time
@@ -24,13 +25,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import cast
+from typing import Any, cast
 from urllib.parse import quote, unquote, urlsplit
 
 import aiohappyeyeballs
 import httptools
 
-from events.signing import signature_headers
+from events.signing import signatures
 
 USER_AGENT = "bot-platform-webhooks/1"
 EXCERPT_BYTES = 1000
@@ -44,6 +45,8 @@ IDLE_SECONDS = 15.0
 TARGET_CACHE_SIZE = 4096
 # Seconds before the next address of a host is tried while one still connects.
 HAPPY_EYEBALLS_DELAY = 0.25
+# Seconds a host's resolved addresses are kept (as aiohttp does by default).
+DNS_TTL_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +277,7 @@ class WebhookClient:
         self._ssl = ssl_context or ssl.create_default_context()
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._targets: OrderedDict[str, _Target | InvalidUrl] = OrderedDict()
+        self._addresses: dict[tuple[str, int], tuple[float, list[tuple[Any, ...]]]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self.connections_made = 0
 
@@ -295,17 +299,15 @@ class WebhookClient:
                 error=f"The webhook URL cannot be requested: {exc}",
             )
         body = request.body.encode()
-        signed = signature_headers(
-            message_id=request.message_id,
-            body=request.body,
-            secrets=request.secrets,
-            moment=started_at,
+        timestamp = int(started_at.timestamp())
+        signature = signatures(
+            message_id=request.message_id, timestamp=timestamp, body=body, secrets=request.secrets
         )
         head = target.head + (
             f"Content-Length: {len(body)}\r\n"
-            f"webhook-id: {signed['webhook-id']}\r\n"
-            f"webhook-timestamp: {signed['webhook-timestamp']}\r\n"
-            f"webhook-signature: {signed['webhook-signature']}\r\n\r\n"
+            f"webhook-id: {request.message_id}\r\n"
+            f"webhook-timestamp: {timestamp}\r\n"
+            f"webhook-signature: {signature}\r\n\r\n"
         ).encode("latin-1")
         connection: _Connection | None = None
         try:
@@ -395,7 +397,7 @@ class WebhookClient:
 
     async def _connect(self, target: _Target) -> _Connection:
         loop = asyncio.get_running_loop()
-        addresses = await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+        addresses = await self._resolve(loop, target)
         # Happy Eyeballs (RFC 8305): a host whose IPv6 route is broken still
         # connects over IPv4 a moment later, on asyncio's loop and uvloop's.
         sock = await aiohappyeyeballs.start_connection(
@@ -413,6 +415,33 @@ class WebhookClient:
             raise
         self.connections_made += 1
         return connection
+
+    async def _resolve(
+        self, loop: asyncio.AbstractEventLoop, target: _Target
+    ) -> list[tuple[Any, ...]]:
+        """The host's addresses, kept DNS_TTL_SECONDS: a burst to a bot opens
+        many connections at once, and each would ask the resolver (on a
+        thread of the loop's executor) otherwise."""
+        key = (target.host, target.port)
+        addresses: list[Any]
+        known = self._addresses.get(key)
+        if known is not None and known[0] > loop.time():
+            return known[1]
+        try:
+            literal = ipaddress.ip_address(target.host)
+        except ValueError:
+            addresses = list(
+                await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+            )
+        else:
+            family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
+            addresses = [
+                (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (target.host, target.port))
+            ]
+        self._addresses[key] = (loop.time() + DNS_TTL_SECONDS, addresses)
+        if len(self._addresses) > TARGET_CACHE_SIZE:
+            self._addresses.pop(next(iter(self._addresses)))
+        return addresses
 
     def _keep(self, connection: _Connection) -> None:
         loop = asyncio.get_running_loop()

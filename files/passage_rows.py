@@ -2,13 +2,21 @@
 
 from collections.abc import Sequence
 
-from django.db import connection
-
 from files.models import File, Passage
 from files.passage_data import PassageData
 from platform_site.api.ids import new_id
+from platform_site.bulk_insert import rows_insert
 
-_FIELDS = ("id", "file", "position", "content", "type", "subtype", "page_number", "source_url")
+_FIELDS = (
+    "id",
+    "file_id",
+    "position",
+    "content",
+    "type",
+    "subtype",
+    "page_number",
+    "source_url",
+)
 
 
 def passages_insert(*, file: File, passages: Sequence[PassageData]) -> None:
@@ -27,28 +35,4 @@ def passages_insert(*, file: File, passages: Sequence[PassageData]) -> None:
         )
         for index, data in enumerate(passages)
     ]
-    if connection.vendor == "postgresql":
-        _copy(rows)
-    else:
-        Passage.objects.bulk_create(
-            (Passage(**dict(zip(_field_names(), row, strict=True))) for row in rows),
-            batch_size=1000,
-        )
-
-
-def _field_names() -> list[str]:
-    return ["file_id" if name == "file" else name for name in _FIELDS]
-
-
-def _copy(rows: Sequence[tuple[object, ...]]) -> None:
-    # COPY, not multi-row INSERTs: a 50 MB document makes some 70,000
-    # passages, and building INSERTs with 8 parameters a row costs several
-    # times what COPY does (bench/indexing.py).
-    meta = Passage._meta
-    quote = connection.ops.quote_name
-    column_of = {field.name: field.column for field in meta.concrete_fields}
-    columns = ", ".join(quote(column_of[name]) for name in _FIELDS)
-    statement = f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
-    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(row)
+    rows_insert(Passage, _FIELDS, rows)

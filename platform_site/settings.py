@@ -289,14 +289,17 @@ CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="platform")
 # failing webhook holds at most that many, fewer once it fails).
 EVENT_DELIVERY_CONCURRENCY = env.int("EVENT_DELIVERY_CONCURRENCY", default=500)
 EVENT_DELIVERY_PER_BOT = env.int("EVENT_DELIVERY_PER_BOT", default=100)
-# Seconds between a worker process's looks for due events when nothing wakes
-# it (an event created due now wakes one at once).
+# A worker process claims events when they fall due (each claim tells it when
+# the next one does); it also looks at least this often (seconds), for
+# events created meanwhile by a process that could not wake it.
 EVENT_DISPATCH_INTERVAL = env.float("EVENT_DISPATCH_INTERVAL", default=0.25)
-# Events due within this many seconds are claimed and held until due, so a
-# delivery starts on time.
-EVENT_DISPATCH_LOOKAHEAD = env.float("EVENT_DISPATCH_LOOKAHEAD", default=2.0)
 # Rows claimed per SELECT … FOR UPDATE SKIP LOCKED, at most.
 EVENT_DISPATCH_BATCH = env.int("EVENT_DISPATCH_BATCH", default=1000)
+# On PostgreSQL, the delivery engine's transactions (claims and outcomes)
+# commit without waiting for the disk. If PostgreSQL itself crashes, the last
+# fraction of a second of them may be lost: those events are delivered again,
+# as at-least-once delivery allows. Set to false to wait for every commit.
+EVENT_DELIVERY_ASYNC_COMMIT = env.bool("EVENT_DELIVERY_ASYNC_COMMIT", default=True)
 # Seconds between two log lines of each worker process's deliveries
 # (claimed, sent, in flight, claim lag).
 EVENT_DELIVERY_REPORT_INTERVAL = env.float("EVENT_DELIVERY_REPORT_INTERVAL", default=60.0)

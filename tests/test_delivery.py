@@ -5,6 +5,7 @@ the record of every attempt, and the lease that fences every write."""
 import gzip
 import json
 import socket
+from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -16,10 +17,11 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 import tests.delivering
 from bots.models import Bot
 from bots.models.bot import new_signing_secret
-from events.dispatch import events_claim_due
+from events.claims import deliveries_claim
+from events.delivery import deliveries_record
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.services import event_record, events_retry
-from tests.delivering import deliver_claim, deliver_held
+from tests.delivering import deliver_claimed, send
 from tests.factories import (
     BotFactory,
     ConversationFactory,
@@ -52,9 +54,9 @@ def record(bot: Bot, **fields: Any) -> Event:
 
 def deliver(*event_ids: str) -> Any:
     """Claim the events, due now (and no other), and deliver them."""
-    claim = events_claim_due(limit=10, lookahead=0)
-    assert sorted(claim.event_ids) == sorted(event_ids)
-    return deliver_claim(claim)
+    claimed = deliveries_claim(limit=10)
+    assert sorted(claimed.event_ids) == sorted(event_ids)
+    return deliver_claimed(claimed)
 
 
 def deliver_again(event_id: str) -> Any:
@@ -360,7 +362,7 @@ def test_429_with_retry_after_in_seconds_is_honoured(hooked, receiver):
         before + timedelta(seconds=120) <= retry_time_of(event.id) <= after + timedelta(seconds=120)
     )
     # And nothing claims it before then.
-    assert events_claim_due(limit=10).event_ids == []
+    assert deliveries_claim(limit=10).event_ids == []
 
 
 def test_503_with_retry_after_as_a_date_is_honoured(hooked, receiver):
@@ -535,9 +537,10 @@ def test_one_delivery_of_events_of_several_bots(bot, receiver):
         theirs = [record(sick), record(sick)]
         unheard = record(silent)
         ids = [e.id for e in (*ours, *theirs, unheard)]
-        claim = events_claim_due(limit=10, lookahead=120)
-        assert sorted(claim.event_ids) == sorted(ids)
-        tally = deliver_claim(claim)
+        claimed = deliveries_claim(limit=10)
+        assert sorted(claimed.event_ids) == sorted(ids)
+        assert claimed.ignored == [unheard.id]
+        tally = deliver_claimed(claimed)
         assert tally == {"processed": 2, "pending": 2, "ignored": 1}
         assert sorted(r.headers["webhook-id"] for r in receiver.requests) == sorted(
             e.id for e in ours
@@ -552,39 +555,34 @@ def test_one_delivery_of_events_of_several_bots(bot, receiver):
 # --- leases ---------------------------------------------------------------------------------
 
 
-def test_a_wrong_lease_sends_nothing_and_changes_nothing(hooked, receiver):
+def test_a_delivery_recorded_under_another_lease_changes_nothing_but_its_record(hooked, receiver):
     event = record(hooked)
-    claim = events_claim_due(limit=10)
+    claimed = deliveries_claim(limit=10)
+    [delivery] = claimed.deliveries
+    results = send(claimed.deliveries)
     before = snapshot(event.id)
-    assert deliver_held(claim.lease + 1, [event.id]) == {"skipped": 1}
-    assert receiver.requests == []
+    stray = replace(delivery, lease=delivery.lease + 1)
+    assert deliveries_record([(stray, results[0])]) == {"lease lost": 1}
     assert snapshot(event.id) == before
-    assert attempts_of(event.id) == []
+    # What happened is on record all the same.
+    [attempt] = attempts_of(event.id)
+    assert (attempt.outcome, attempt.status_code) == ("processed", 200)
 
 
-def test_an_unclaimed_event_is_not_sent(hooked, receiver):
+def test_a_stale_lease_changes_nothing_and_the_new_claim_delivers(hooked, receiver):
     event = record(hooked)
-    before = snapshot(event.id)
-    assert before["lease"] == 0
-    assert deliver_held(0, [event.id]) == {"skipped": 1}
-    assert receiver.requests == []
-    assert snapshot(event.id) == before
-
-
-def test_a_stale_lease_sends_nothing_and_changes_nothing(hooked, receiver):
-    event = record(hooked)
-    stale = events_claim_due(limit=10).lease
+    stale = deliveries_claim(limit=10)
     # The lease ends (its worker stalled); another process claims the event again.
     Event.objects.filter(id=event.id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    claim = events_claim_due(limit=10)
-    assert claim.event_ids == [event.id]
-    assert claim.lease != stale
+    fresh = deliveries_claim(limit=10)
+    assert fresh.event_ids == [event.id]
+    assert fresh.lease != stale.lease
     before = snapshot(event.id)
-    assert deliver_held(stale, [event.id]) == {"skipped": 1}
-    assert receiver.requests == []
+    assert deliver_claimed(stale) == {"lease lost": 1}
     assert snapshot(event.id) == before
-    assert deliver_claim(claim) == {"processed": 1}
-    assert len(receiver.requests) == 1
+    assert deliver_claimed(fresh) == {"processed": 1}
+    assert len(receiver.requests) == 2
+    assert [a.outcome for a in attempts_of(event.id)] == ["processed", "processed"]
 
 
 def test_a_delivery_that_lost_its_lease_in_flight_changes_nothing(hooked, receiver, monkeypatch):
@@ -599,9 +597,9 @@ def test_a_delivery_that_lost_its_lease_in_flight_changes_nothing(hooked, receiv
 
     monkeypatch.setattr(tests.delivering, "send", send_then_lose_the_lease)
     receiver.answer(Answer(404, b"gone"))
-    claim = events_claim_due(limit=10)
+    claimed = deliveries_claim(limit=10)
     before = snapshot(event.id)
-    assert deliver_claim(claim) == {"lease lost": 1}
+    assert deliver_claimed(claimed) == {"lease lost": 1}
     after = snapshot(event.id)
     assert after == {**before, "lease": 42}
     # What happened is still on record.
@@ -609,33 +607,40 @@ def test_a_delivery_that_lost_its_lease_in_flight_changes_nothing(hooked, receiv
     assert (attempt.outcome, attempt.status_code) == ("failed", 404)
 
 
-def test_a_processed_event_is_not_delivered_again_under_the_same_lease(hooked, receiver):
+def test_a_processed_event_is_not_marked_again_by_the_same_delivery(hooked, receiver):
     record(hooked)
-    claim = events_claim_due(limit=10)
-    assert deliver_claim(claim) == {"processed": 1}
-    [event_id] = claim.event_ids
-    before = snapshot(event_id)
-    assert deliver_claim(claim) == {"skipped": 1}
-    assert len(receiver.requests) == 1
-    assert snapshot(event_id) == before
+    claimed = deliveries_claim(limit=10)
+    [delivery] = claimed.deliveries
+    results = send(claimed.deliveries)
+    assert deliveries_record([(delivery, results[0])]) == {"processed": 1}
+    before = snapshot(delivery.event_id)
+    assert deliveries_record([(delivery, results[0])]) == {"lease lost": 1}
+    assert snapshot(delivery.event_id) == before
 
 
-def test_a_retry_is_not_sent_early_by_its_delivery_run_twice(hooked, receiver):
+def test_a_retry_is_not_moved_by_its_delivery_recorded_twice(hooked, receiver):
     receiver.answer(Answer(503, b""))
     event = record(hooked)
-    claim = events_claim_due(limit=10)
-    assert deliver_claim(claim) == {"pending": 1}
+    claimed = deliveries_claim(limit=10)
+    [delivery] = claimed.deliveries
+    results = send(claimed.deliveries)
+    assert deliveries_record([(delivery, results[0])]) == {"pending": 1}
     before = snapshot(event.id)
-    # The same claim delivered twice must not jump the backoff.
-    assert deliver_claim(claim) == {"skipped": 1}
-    assert len(receiver.requests) == 1
+    # The retry waits unclaimed (lease 0): the same outcome again cannot jump the backoff.
+    assert before["lease"] == 0
+    assert deliveries_record([(delivery, results[0])]) == {"lease lost": 1}
     assert snapshot(event.id) == before
-    assert len(attempts_of(event.id)) == 1
+    assert deliveries_claim(limit=10).event_ids == []
 
 
-def test_delivery_of_an_unknown_event_is_skipped(hooked, receiver):
-    assert deliver_held(1, [EventFactory.build().id]) == {"skipped": 1}
-    assert receiver.requests == []
+def test_the_record_of_an_event_deleted_meanwhile_is_dropped(hooked, receiver):
+    event = record(hooked)
+    claimed = deliveries_claim(limit=10)
+    results = send(claimed.deliveries)
+    Event.objects.filter(id=event.id).delete()
+    finished = list(zip(claimed.deliveries, results, strict=True))
+    assert deliveries_record(finished) == {"lease lost": 1}
+    assert attempts_of(event.id) == []
 
 
 # --- retry by hand ----------------------------------------------------------------------------
@@ -660,8 +665,7 @@ def test_events_retry_puts_a_failed_event_back_and_it_is_delivered(
     assert row.next_attempt_at is not None
     assert row.next_attempt_at <= timezone.now()
     assert row.first_attempt_at is None
-    # The old lease holds nothing any more; the next claim delivers.
-    assert deliver_held(failed.lease, [event.id]) == {"skipped": 1}
+    # The next claim delivers it.
     assert deliver(event.id) == {"processed": 1}
     row = Event.objects.get(id=event.id)
     assert row.status == EventStatus.PROCESSED

@@ -33,7 +33,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def engine_settings(settings):
     settings.EVENT_LEASE_SECONDS = 30.0
-    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
     settings.EVENT_DELIVERY_TIMEOUT = 5.0
     settings.EVENT_RETRY_BASE_SECONDS = 60.0
 
@@ -200,10 +199,9 @@ def test_backpressure_a_full_process_claims_no_more_than_it_holds(receiver, star
 def test_deliveries_that_would_outlast_their_lease_are_given_back_not_sent_late(
     settings, receiver, start_engine, caplog
 ):
-    # A 4 s lease less 1 s of look-ahead leaves 3 s: a 1 s timeout, and about
-    # 1 s to wait for a slot. One request at a time, each taking 0.8 s.
-    settings.EVENT_LEASE_SECONDS = 4.0
-    settings.EVENT_DISPATCH_LOOKAHEAD = 1.0
+    # A 3 s lease: a 1 s timeout, 1 s to record it, and 1 s to wait for a
+    # slot. One request at a time, each taking 0.8 s.
+    settings.EVENT_LEASE_SECONDS = 3.0
     settings.EVENT_DELIVERY_TIMEOUT = 1.0
     slow = bot_at(receiver, "/slow", Answer(delay=0.8))
     ids = due_now(slow, 6)
@@ -243,8 +241,8 @@ def test_stopping_gives_back_what_is_not_sent_and_another_process_delivers_it(
     engine = start_engine(per_bot=2)
     wait_until(lambda: receiver.in_flight["/hang"] == 2, message="two requests in flight")
     engine.stop(grace=0.1)
-    # The two cut short, the four queued and the one claimed ahead: all
-    # back in the table, due, unclaimed.
+    # The two cut short and the four queued: back in the table, due,
+    # unclaimed; the one not due yet, untouched.
     rows = Event.objects.filter(id__in=ids + later)
     assert set(rows.values_list("lease", flat=True)) == {0}
     assert rows.filter(status=EventStatus.PROCESSED).count() == 0
@@ -257,16 +255,16 @@ def test_stopping_gives_back_what_is_not_sent_and_another_process_delivers_it(
 
 
 def test_a_failing_database_is_waited_out(receiver, start_engine, monkeypatch, caplog):
-    real_claim = engine_loop._claim
+    real_claim = engine_loop.deliveries_claim
     failures = {"left": 3}
 
-    def flaky_claim(*args: Any) -> Any:
+    def flaky_claim(**kwargs: Any) -> Any:
         if failures["left"]:
             failures["left"] -= 1
             raise OperationalError("the database went away")
-        return real_claim(*args)
+        return real_claim(**kwargs)
 
-    monkeypatch.setattr(engine_loop, "_claim", flaky_claim)
+    monkeypatch.setattr(engine_loop, "deliveries_claim", flaky_claim)
     hooked = bot_at(receiver, "/a")
     ids = due_now(hooked, 3)
     with caplog.at_level(logging.WARNING, logger="events.engine"):

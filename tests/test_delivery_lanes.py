@@ -2,30 +2,31 @@
 cuts the share of a failing webhook and gives it back, and which bots it
 stops claiming for."""
 
-from datetime import UTC, datetime, timedelta
-
 from events.delivery import Delivery
 from events.engine import lanes as lanes_module
 from events.engine.lanes import Lanes
+from events.webhook_client import WebhookRequest
 
-NOW = datetime(2026, 11, 24, tzinfo=UTC)
+NOW = 1_795_000_000.0
 _counter = iter(range(1_000_000))
 
 
-def delivery(bot_id: str, *, send_by: datetime | None = None) -> Delivery:
+def delivery(bot_id: str, *, send_by: float | None = None) -> Delivery:
     return Delivery(
         event_id=f"evt_{next(_counter)}",
         bot_id=bot_id,
         lease=1,
         due=NOW,
-        send_by=send_by or NOW + timedelta(seconds=40),
-        url="http://bot.example/hook",
-        body="{}",
-        secrets=("whsec_x",),
-        timeout=10.0,
+        send_by=send_by or NOW + 40,
+        request=WebhookRequest(
+            url="http://bot.example/hook",
+            message_id="evt",
+            body="{}",
+            secrets=("whsec_x",),
+            timeout=10.0,
+        ),
         attempt_count=0,
         first_attempt_at=None,
-        started=True,
     )
 
 
@@ -139,8 +140,8 @@ def test_a_bot_is_claimed_for_until_it_holds_what_it_can_send_in_a_second():
 
 def test_deliveries_that_can_no_longer_start_in_time_are_taken_out():
     lanes = Lanes(concurrency=1, per_bot=1, max_held=100)
-    late = delivery("bot_a", send_by=NOW - timedelta(seconds=1))
-    early = delivery("bot_a", send_by=NOW + timedelta(seconds=5))
+    late = delivery("bot_a", send_by=NOW - 1)
+    early = delivery("bot_a", send_by=NOW + 5)
     for each in (early, late):
         lanes.hold("bot_a")
         lanes.push(each)

@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bots.models import Bot, Workspace, WorkspaceSettings
-from events.delivery import timeout_ceiling
+from events.delivery import start_slack, timeout_ceiling
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from tests.delivering import deliver_due
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
@@ -22,7 +22,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def engine_settings(settings):
     settings.EVENT_LEASE_SECONDS = 60.0
-    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
     settings.EVENT_DELIVERY_TIMEOUT = 5.0
 
 
@@ -43,7 +42,7 @@ def due(bot: Bot) -> Event:
 
 def deliver_all_due() -> dict[str, int]:
     """Claim every due event and deliver them together, as one claim of a worker."""
-    return deliver_due(lookahead=2.0)
+    return deliver_due()
 
 
 def only_attempt(event: Event) -> DeliveryAttempt:
@@ -82,8 +81,7 @@ def test_a_workspace_without_settings_waits_the_deployment_default(settings, rec
 def test_a_workspace_timeout_longer_than_the_lease_allows_is_cut_to_fit(settings, receiver):
     # Another process may claim the events again a second after they were
     # claimed; the request gets half of that second, the rest is for recording it.
-    settings.EVENT_LEASE_SECONDS = 3.0
-    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
+    settings.EVENT_LEASE_SECONDS = 1.0
     event = due(bot_of(workspace_waiting(30.0), receiver))
     receiver.answer(Answer(200, b"late", delay=2.0))
 
@@ -92,16 +90,20 @@ def test_a_workspace_timeout_longer_than_the_lease_allows_is_cut_to_fit(settings
 
 
 @pytest.mark.parametrize(
-    ("lease", "lookahead", "ceiling"),
-    [(60.0, 2.0, 53.0), (30.0, 2.0, 23.0), (10.0, 2.0, 4.0), (3.0, 2.0, 0.5), (2.4, 2.0, 0.2)],
+    ("lease", "ceiling", "slack"),
+    [(60.0, 55.0, 2.5), (30.0, 25.0, 2.5), (8.0, 4.0, 2.0), (1.0, 0.5, 0.25), (0.2, 0.1, 0.05)],
 )
-def test_a_request_ends_before_another_process_may_claim_its_events_again(
-    settings, lease, lookahead, ceiling
+def test_a_request_ends_before_another_process_may_claim_its_event_again(
+    settings, lease, ceiling, slack
 ):
     settings.EVENT_LEASE_SECONDS = lease
-    settings.EVENT_DISPATCH_LOOKAHEAD = lookahead
     assert timeout_ceiling() == pytest.approx(ceiling)
-    assert timeout_ceiling() < lease - lookahead
+    assert timeout_ceiling() < lease
+    # A request with the longest timeout may wait this long to start, and one
+    # with the default 10 s (where it fits) the rest of the lease less 5 s.
+    assert start_slack(ceiling) == pytest.approx(slack)
+    if lease > 15:
+        assert start_slack(10.0) == pytest.approx(lease - 15)
 
 
 def test_delivering_events_of_many_workspaces_takes_no_query_per_event(receiver):

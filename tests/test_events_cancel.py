@@ -8,12 +8,11 @@ import pytest
 from django.utils import timezone
 
 from bots.models import Role
-from events.dispatch import events_claim_due
+from events.claims import deliveries_claim
 from events.models import Event, EventStatus
 from events.services import event_cancel
 from platform_site.api.ids import new_id
 from tests.conftest import assert_error
-from tests.delivering import deliver_claim
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +58,7 @@ def test_a_canceled_event_is_never_claimed(runtime_client, bot):
     assert client.delete(cancel_url(event_id)).status_code == 200
     # Its due time has long passed, and still nothing claims it.
     Event.objects.filter(id=event_id).update(due_at=timezone.now() - timedelta(hours=1))
-    assert events_claim_due(limit=100).event_ids == []
+    assert deliveries_claim(limit=100).event_ids == []
     assert Event.objects.get(id=event_id).status == EventStatus.CANCELED
 
 
@@ -76,7 +75,7 @@ def test_the_scheduled_event_due_when_the_other_is_canceled_is_still_claimed(bot
     kept = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=past)
     dropped = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=past)
     event_cancel(bot=bot, event_id=dropped.id)
-    assert events_claim_due(limit=100).event_ids == [kept.id]
+    assert deliveries_claim(limit=100).event_ids == [kept.id]
 
 
 @pytest.mark.parametrize(
@@ -107,16 +106,14 @@ def test_cancel_twice_is_400_the_second_time(runtime_client):
     assert "canceled" in body["message"]
 
 
-def test_a_claimed_event_stays_cancelable_until_its_delivery_starts(runtime_client, bot):
+def test_a_scheduled_event_is_cancelable_until_its_due_time_comes(runtime_client, bot):
     client = runtime_client()
     event_id = scheduled(client, delay_ms=1500)
-    # Claimed ahead of its due time, and held by the worker until then.
-    claim = events_claim_due(limit=10, lookahead=30)
-    assert claim.event_ids == [event_id]
-    assert Event.objects.get(id=event_id).status == EventStatus.SCHEDULED
+    # A worker looks before it is due, and leaves it alone.
+    assert deliveries_claim(limit=10).event_ids == []
     assert client.delete(cancel_url(event_id)).status_code == 200
-    # When it falls due, its start finds it canceled: nothing is sent.
-    assert deliver_claim(claim) == {"skipped": 1}
+    Event.objects.filter(id=event_id).update(due_at=timezone.now() - timedelta(seconds=1))
+    assert deliveries_claim(limit=10).event_ids == []
     row = Event.objects.get(id=event_id)
     assert row.status == EventStatus.CANCELED
     assert row.next_attempt_at is None
@@ -127,18 +124,19 @@ def test_an_event_claimed_when_due_can_no_longer_be_canceled(runtime_client, bot
     client = runtime_client()
     event_id = scheduled(client)
     Event.objects.filter(id=event_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
-    events_claim_due(limit=10)
+    bot.webhook_url = "http://bot.invalid/hook"
+    bot.save(update_fields=["webhook_url"])
+    assert deliveries_claim(limit=10).event_ids == [event_id]
     assert Event.objects.get(id=event_id).status == EventStatus.PENDING
     body = assert_error(client.delete(cancel_url(event_id)), 400, "InvalidPayload")
     assert "pending" in body["message"]
 
 
-def test_an_event_whose_delivery_started_can_no_longer_be_canceled(runtime_client, bot):
+def test_an_event_of_a_bot_without_webhook_ends_ignored_when_due(runtime_client, bot):
     client = runtime_client()
-    event_id = scheduled(client, delay_ms=1500)
-    claim = events_claim_due(limit=10, lookahead=30)
-    # The bot has no webhook: its delivery starts, and ends with the event ignored.
-    assert deliver_claim(claim) == {"ignored": 1}
+    event_id = scheduled(client)
+    Event.objects.filter(id=event_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    assert deliveries_claim(limit=10).ignored == [event_id]
     body = assert_error(client.delete(cancel_url(event_id)), 400, "InvalidPayload")
     assert "ignored" in body["message"]
 

@@ -37,9 +37,6 @@ ENGINE_SETTINGS: dict[str, float] = {
     "EVENT_RETRY_MAX_DELAY_SECONDS": 2.0,
     "EVENT_RETRY_WINDOW_SECONDS": 60.0,
     "EVENT_DISPATCH_INTERVAL": 0.25,
-    # A tick claims what falls due within this many seconds: keep it below
-    # the lease, or a tick takes over events whose delivery is under way.
-    "EVENT_DISPATCH_LOOKAHEAD": 2.0,
     "FILE_HOUSEKEEPING_INTERVAL": 60.0,
 }
 READY_TIMEOUT = 30.0

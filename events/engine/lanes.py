@@ -21,7 +21,6 @@ so one busy bot cannot take every slot from the others."""
 
 from collections import deque
 from collections.abc import Iterator
-from datetime import datetime
 
 from events.delivery import Delivery
 
@@ -141,7 +140,7 @@ class Lanes:
             if lane.held >= lane.hold_limit(self.max_held)
         ]
 
-    def take_expired(self, now: datetime) -> list[Delivery]:
+    def take_expired(self, now: float) -> list[Delivery]:
         """Remove and answer the queued deliveries that can no longer start in time."""
         expired: list[Delivery] = []
         for lane in self._lanes.values():

@@ -1,34 +1,34 @@
 """The delivery engine of one worker process: an asyncio loop that claims due
-events up to the room it has, holds those claimed ahead until they fall due,
-sends them with many requests in flight (fairly across bots: lanes.py), and
-records the outcomes in batches.
+events up to the room it has, sends them with many requests in flight,
+fairly across bots (lanes.py), and records the outcomes in batches.
 
-Four coroutines share the state:
+- The claimer claims (events/claims.py) when events fall due: each claim
+  says when the next unclaimed one does, and the claimer sleeps until then,
+  or until woken (an event created due now, room freed after the process
+  was full), or EVENT_DISPATCH_INTERVAL at most; while claims come back
+  full it claims again at once, with up to MAX_PARALLEL_CLAIMS in flight.
+  Claims are MIN_CLAIM_INTERVAL apart at least, so that events falling due
+  one by one are claimed in batches.
+- It claims only while the process holds less than MAX_HELD_FACTOR × its
+  concurrency, and leaves out the bots whose lanes hold enough: what it
+  claims it can send before the lease ends (backpressure). A busy process
+  stops claiming and the events wait in the table for one with room.
+- Each request runs as a task of its own and hands its result over; once a
+  second, queued deliveries that could no longer be answered inside their
+  lease are given back to the table.
+- The recorder writes the results that have piled up over
+  RECORD_GATHER_SECONDS, in one transaction.
 
-- the claimer claims (events/dispatch.py) when woken (an event created due
-  now, room freed after the process was full) or every
-  EVENT_DISPATCH_INTERVAL, and at once again while claims come back full. It
-  claims only while the process holds fewer than MAX_HELD_FACTOR × the
-  concurrency, and leaves out the bots whose lanes are full, so that what it
-  claims it can send before the lease ends (backpressure): a busy process
-  stops claiming and the events wait in the table for one with room;
-- the starter holds events claimed ahead in a heap by due time and starts
-  them when due (a scheduled event becomes pending in one UPDATE per batch);
-  once a second it gives back queued deliveries that could no longer be
-  answered inside their lease;
-- each request runs as a task of its own and hands its result over;
-- the recorder writes the results that have piled up, in one transaction,
-  as soon as the previous batch is written.
-
-Database work runs on one thread of its own (the `db` executor), the loop
-never waits on it, and every database call is a short transaction."""
+Database work runs on threads of its own (the `db` executor: one per claim
+in flight and one for recording) and the loop never waits on it; every
+database call is one short transaction."""
 
 import asyncio
-import heapq
 import logging
+import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,17 +36,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
-from events.delivery import (
-    Batch,
-    Delivery,
-    deliveries_prepare,
-    deliveries_record,
-    deliveries_release,
-    deliveries_start,
-)
-from events.dispatch import Claim, events_claim_due
+from events.claims import Claimed, deliveries_claim
+from events.delivery import Delivery, deliveries_record, deliveries_release
 from events.engine.lanes import Lanes
 from events.engine.stats import Period
 from events.webhook_client import Failure, WebhookClient, WebhookResult
@@ -56,15 +49,22 @@ logger = logging.getLogger("events.engine")
 T = TypeVar("T")
 
 # A process holds at most this many times its concurrency: what is in flight,
-# plus what is queued, claimed ahead or waiting to be recorded.
-MAX_HELD_FACTOR = 2
+# plus what is queued or waiting to be recorded.
+MAX_HELD_FACTOR = 4
 # A claim waits for at least this share of the held limit to be free, so
 # that a full process claims in batches rather than one event at a time.
 MIN_CLAIM_SHARE = 0.1
-# Results written per transaction, at most.
-RECORD_BATCH = 1000
-# Seconds between the starter's passes over queued deliveries for those
-# that can no longer start in time.
+# Seconds between two claims of a process, at least; and how many it may
+# have in flight at once while claims come back full.
+MIN_CLAIM_INTERVAL = 0.01
+MAX_PARALLEL_CLAIMS = 2
+# Results written per transaction, at most; and how long the recorder lets
+# results pile up before it writes them (a transaction costs about as much
+# as twenty results do).
+RECORD_BATCH = 500
+RECORD_GATHER_SECONDS = 0.05
+# Seconds between two passes over queued deliveries for those that can no
+# longer start in time.
 EXPIRY_SWEEP_SECONDS = 1.0
 # Longest wait between two tries of a failing database call.
 MAX_BACKOFF_SECONDS = 10.0
@@ -77,7 +77,7 @@ class EngineConfig:
     concurrency: int  # requests in flight per process
     per_bot: int  # requests in flight to one bot
     batch: int  # events per claim, at most
-    interval: float  # seconds between claims when nothing wakes the claimer
+    interval: float  # seconds between claims at most, when nothing falls due sooner
     report_interval: float  # seconds between two log lines of how it keeps up
 
     @classmethod
@@ -110,16 +110,16 @@ class DeliveryEngine:
             concurrency=config.concurrency, per_bot=config.per_bot, max_held=config.max_held
         )
         self._held: dict[str, Delivery] = {}
-        self._heap: list[tuple[float, int, Delivery]] = []
-        self._sequence = 0
         self._finished: list[tuple[Delivery, WebhookResult]] = []
         self._released: list[Delivery] = []
         self._sending: set[asyncio.Task[None]] = set()
+        self._excluded: list[str] = []
         self._stopping = False
         self._grace = 0.0
         self._waiting_for_room = False
         self.period = Period(started=time.monotonic())
         self.totals: Counter[str] = Counter()
+        self._connections_reported = 0
 
     # ------------------------------------------------------------ from outside
 
@@ -127,24 +127,23 @@ class DeliveryEngine:
         """Deliver until `stop()`; then give back what was not sent."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._timers_changed = asyncio.Event()
         self._record_needed = asyncio.Event()
         self._stop = asyncio.Event()
         self.client = self._client_factory()
         claimer = asyncio.create_task(self._claimer(), name="claimer")
-        starter = asyncio.create_task(self._starter(), name="starter")
         recorder = asyncio.create_task(self._recorder(), name="recorder")
+        sweeper = asyncio.create_task(self._sweeper(), name="sweeper")
         reporter = asyncio.create_task(self._reporter(), name="reporter")
         if on_ready is not None:
             on_ready()
         stopped = asyncio.create_task(self._stop.wait())
         try:
             done, _ = await asyncio.wait(
-                {stopped, claimer, starter, recorder}, return_when=asyncio.FIRST_COMPLETED
+                {stopped, claimer, recorder, sweeper}, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             stopped.cancel()
-            await self._shut_down(claimer, starter, recorder, reporter)
+            await self._shut_down(claimer, recorder, sweeper, reporter)
         for task in done - {stopped}:
             task.result()  # a coroutine that ended by itself failed: raise why
 
@@ -163,137 +162,103 @@ class DeliveryEngine:
     def held(self) -> int:
         return len(self._held)
 
-    @property
-    def in_flight(self) -> int:
-        return self.lanes.active
-
-    @property
-    def claimed_ahead(self) -> int:
-        return len(self._heap)
-
     # ------------------------------------------------------------ claiming
 
     async def _claimer(self) -> None:
+        """Claim when due, when woken, and at once while claims come back
+        full; while claims take anything, with up to MAX_PARALLEL_CLAIMS in
+        flight, so that one claim's round trip overlaps the last one's (in a
+        burst, the wait on the database was what held deliveries back, not
+        the cores)."""
+        claims: dict[asyncio.Future[Claimed], int] = {}  # a claim in flight → its limit
+        claim_at = 0.0  # loop time of the next claim
+        last_claim = float("-inf")
         failures = 0
-        while not self._stopping:
-            room = self.config.max_held - len(self._held)
-            self._waiting_for_room = room < self._min_claim()
-            if self._waiting_for_room:
-                if self.period.pause_started is None:
-                    self.period.pause_started = time.monotonic()
-            else:
-                self._end_pause()
-                limit = min(room, self.config.batch)
-                try:
-                    claim, batch = await self._db(_claim, limit, self.lanes.saturated())
-                except Exception:
-                    failures += 1
-                    logger.warning("Claiming due events failed", exc_info=failures == 1)
-                    await self._pause(_backoff(failures))
-                    continue
-                failures = 0
-                self._accept(claim, batch)
-                if len(claim.due) == limit:
-                    continue  # more may be due: claim again at once
-            await self._pause(self.config.interval)
+        busy = False  # the last claim took something: events are falling due
+        woken = self._loop.create_task(self._wake.wait())
+        try:
+            while not self._stopping or claims:
+                now = self._loop.time()
+                if woken.done():
+                    self._wake.clear()
+                    woken = self._loop.create_task(self._wake.wait())
+                    claim_at = min(claim_at, now)
+                room = self.config.max_held - len(self._held) - sum(claims.values())
+                self._note_room(room < self._min_claim())
+                slots = (MAX_PARALLEL_CLAIMS if busy else 1) - len(claims)
+                start_at = max(claim_at, last_claim + MIN_CLAIM_INTERVAL)
+                if not self._stopping and slots > 0 and not self._waiting_for_room:
+                    if now >= start_at:
+                        limit = min(room, self.config.batch)
+                        self._excluded = self.lanes.saturated()
+                        claim = self._db(
+                            deliveries_claim, limit=limit, exclude_bot_ids=self._excluded
+                        )
+                        claims[claim] = limit
+                        last_claim = now
+                        continue
+                    timeout: float | None = start_at - now
+                elif self._stopping or claims:
+                    timeout = None  # a claim in flight ends the wait
+                else:
+                    timeout = self.config.interval  # no room: the recorder wakes it
+                waited: set[asyncio.Future[Any]] = {woken, *claims}
+                done, _ = await asyncio.wait(
+                    waited, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                for claim in [c for c in claims if c in done]:
+                    limit = claims.pop(claim)
+                    try:
+                        claimed = claim.result()
+                    except Exception:
+                        failures += 1
+                        logger.warning("Claiming due events failed", exc_info=failures == 1)
+                        busy, claim_at = False, self._loop.time() + _backoff(failures)
+                        continue
+                    failures = 0
+                    self._accept(claimed)
+                    full = len(claimed.event_ids) >= limit
+                    busy = bool(claimed.event_ids)
+                    claim_at = self._loop.time() + (0.0 if full else self._wait(claimed))
+        finally:
+            woken.cancel()
+
+    def _wait(self, claimed: Claimed) -> float:
+        """Seconds to the next claim after one that took all that was due."""
+        wait = self.config.interval
+        if claimed.next_due is not None:
+            wait = min(wait, claimed.next_due - time.time())
+        return max(0.0, wait)
+
+    def _note_room(self, lacking: bool) -> None:
+        self._waiting_for_room = lacking
+        if lacking and self.period.pause_started is None:
+            self.period.pause_started = time.monotonic()
+        elif not lacking:
+            self._end_pause()
 
     def _min_claim(self) -> int:
         return max(1, int(self.config.max_held * MIN_CLAIM_SHARE))
 
-    async def _pause(self, seconds: float) -> None:
-        try:
-            async with asyncio.timeout(seconds):
-                await self._wake.wait()
-        except TimeoutError:
-            pass
-        self._wake.clear()
-
-    def _accept(self, claim: Claim, batch: Batch) -> None:
+    def _accept(self, claimed: Claimed) -> None:
         period = self.period
         period.claims += 1
-        period.claimed += len(claim.due)
-        self._count(batch.tally)
-        for _, due in claim.due:
-            if due <= claim.claimed_at:
-                period.claim_lag.add((claim.claimed_at - due).total_seconds())
-        now = time.time()
-        loop_now = self._loop.time()
-        ahead = False
-        for delivery in batch.deliveries:
+        period.claimed += len(claimed.event_ids)
+        if claimed.ignored:
+            self._count(Counter(ignored=len(claimed.ignored)))
+        for delivery in claimed.deliveries:
+            period.claim_lag.add(claimed.claimed_at - delivery.due)
             self._held[delivery.event_id] = delivery
             self.lanes.hold(delivery.bot_id)
-            if delivery.started:
-                self.lanes.push(delivery)
-            else:
-                at = loop_now + (delivery.due.timestamp() - now)
-                heapq.heappush(self._heap, (at, self._sequence, delivery))
-                self._sequence += 1
-                ahead = True
-        if ahead:
-            self._timers_changed.set()
+            self.lanes.push(delivery)
         self._pump()
-
-    # ------------------------------------------------------------ starting
-
-    async def _starter(self) -> None:
-        next_sweep = self._loop.time() + EXPIRY_SWEEP_SECONDS
-        failures = 0
-        while not self._stopping:
-            now = self._loop.time()
-            if now >= next_sweep:
-                self._release_expired()
-                next_sweep = now + EXPIRY_SWEEP_SECONDS
-            wait = next_sweep - now
-            if self._heap:
-                wait = min(wait, self._heap[0][0] - now)
-            if wait > 0:
-                try:
-                    async with asyncio.timeout(wait):
-                        await self._timers_changed.wait()
-                except TimeoutError:
-                    pass
-                self._timers_changed.clear()
-                continue
-            due: list[Delivery] = []
-            while self._heap and self._heap[0][0] <= now:
-                due.append(heapq.heappop(self._heap)[2])
-            try:
-                batch = await self._db(deliveries_start, due)
-            except Exception:
-                failures += 1
-                logger.warning("Starting due deliveries failed", exc_info=failures == 1)
-                retry_at = self._loop.time() + _backoff(failures)
-                for delivery in due:
-                    heapq.heappush(self._heap, (retry_at, self._sequence, delivery))
-                    self._sequence += 1
-                continue
-            failures = 0
-            self._count(batch.tally)
-            going = {d.event_id for d in batch.deliveries}
-            for delivery in due:
-                if delivery.event_id not in going:
-                    self._unhold(delivery)  # canceled, ignored or taken over
-            for delivery in batch.deliveries:
-                self.lanes.push(delivery)
-            self._pump()
-
-    def _release_expired(self) -> None:
-        expired = self.lanes.take_expired(datetime.now(UTC))
-        if expired:
-            logger.warning(
-                "%d deliveries waited too long for their bot to answer the ones before "
-                "them; given back to be claimed again",
-                len(expired),
-            )
-            self._release(expired)
 
     # ------------------------------------------------------------ sending
 
     def _pump(self) -> None:
         """Send what the lanes allow."""
-        now: datetime | None = None
+        now = time.time()
         while (delivery := self.lanes.pop()) is not None:
-            now = now or datetime.now(UTC)
             if delivery.send_by < now:
                 self.lanes.done(delivery.bot_id, seconds=None, congested=False, now=0.0)
                 self._release([delivery])
@@ -306,7 +271,7 @@ class DeliveryEngine:
 
     async def _send(self, delivery: Delivery) -> None:
         try:
-            result = await self.client.post(delivery.request())
+            result = await self.client.post(delivery.request)
         except asyncio.CancelledError:
             self.lanes.done(delivery.bot_id, seconds=None, congested=False, now=0.0)
             self._release([delivery])
@@ -328,7 +293,7 @@ class DeliveryEngine:
             now=self._loop.time(),
         )
         self.period.sent += 1
-        self.period.send_lag.add(max(0.0, (result.started_at - delivery.due).total_seconds()))
+        self.period.send_lag.add(max(0.0, result.started_at.timestamp() - delivery.due))
         self._finished.append((delivery, result))
         self._record_needed.set()
         self._pump()
@@ -336,6 +301,18 @@ class DeliveryEngine:
     def _release(self, deliveries: Sequence[Delivery]) -> None:
         self._released.extend(deliveries)
         self._record_needed.set()
+
+    async def _sweeper(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
+            expired = self.lanes.take_expired(time.time())
+            if expired:
+                logger.warning(
+                    "%d deliveries waited too long for their bot to answer the ones before "
+                    "them; given back to be claimed again",
+                    len(expired),
+                )
+                self._release(expired)
 
     # ------------------------------------------------------------ recording
 
@@ -348,6 +325,8 @@ class DeliveryEngine:
                 await self._record_needed.wait()
                 self._record_needed.clear()
                 continue
+            if not self._stopping and len(self._finished) < RECORD_BATCH:
+                await asyncio.sleep(RECORD_GATHER_SECONDS)
             finished = self._finished[:RECORD_BATCH]
             released = self._released
             del self._finished[:RECORD_BATCH]
@@ -367,10 +346,15 @@ class DeliveryEngine:
                 self._unhold(delivery)
             for delivery in released:
                 self._unhold(delivery)
-            if self._waiting_for_room and (
-                self.config.max_held - len(self._held) >= self._min_claim()
-            ):
+            if self._room_came_back():
                 self._wake.set()
+
+    def _room_came_back(self) -> bool:
+        """The claimer waits for room that is now free, or left out a bot
+        that has room again."""
+        if self._waiting_for_room:
+            return self.config.max_held - len(self._held) >= self._min_claim()
+        return bool(self._excluded) and set(self._excluded) - set(self.lanes.saturated()) != set()
 
     def _unhold(self, delivery: Delivery) -> None:
         if self._held.pop(delivery.event_id, None) is not None:
@@ -399,27 +383,28 @@ class DeliveryEngine:
             return
         seconds = max(now - period.started, 1e-9)
         ended = ", ".join(f"{name} {count:,}" for name, count in sorted(period.ended.items()))
-        throttled = self.lanes.throttled()[:3]
         cut = "; ".join(
             f"{lane.bot_id} {lane.limit} of {self.config.per_bot} "
             f"(answers in {lane.seconds:.1f} s, {lane.held} held)"
-            for lane in throttled
+            for lane in self.lanes.throttled()[:3]
         )
+        opened = self.client.connections_made - self._connections_reported
+        self._connections_reported = self.client.connections_made
         logger.info(
-            "Deliveries in %.0f s: %s claimed in %s claims, %s sent (%.0f/s); ended: %s. "
-            "In flight %d of %d (peak %d), queued %d, claimed ahead %d, held %d of %d; "
+            "Deliveries in %.0f s: %s claimed in %s claims, %s sent (%.0f/s) over %s new "
+            "connections; ended: %s. In flight %d of %d (peak %d), queued %d, held %d of %d; "
             "claims paused %.1f s for lack of room. Claim lag: %s. Due to sent: %s.%s",
             seconds,
             f"{period.claimed:,}",
             f"{period.claims:,}",
             f"{period.sent:,}",
             period.sent / seconds,
+            f"{opened:,}",
             ended or "none",
             self.lanes.active,
             self.config.concurrency,
             period.peak_in_flight,
             self.lanes.queued,
-            len(self._heap),
             len(self._held),
             self.config.max_held,
             period.paused,
@@ -436,16 +421,15 @@ class DeliveryEngine:
     # ------------------------------------------------------------ stopping
 
     async def _shut_down(self, *tasks: asyncio.Task[None]) -> None:
-        claimer, starter, recorder, reporter = tasks
+        claimer, recorder, sweeper, reporter = tasks
         self._stopping = True
         self._wake.set()
-        self._timers_changed.set()
         reporter.cancel()
-        # Let a claim or a start in progress finish, so that what it took is
-        # known and can be given back.
-        await asyncio.gather(claimer, starter, return_exceptions=True)
-        unsent = [entry[2] for entry in self._heap] + self.lanes.take_all()
-        self._heap.clear()
+        sweeper.cancel()
+        # Let the claims in progress finish, so that what they took is known
+        # and can be given back.
+        await asyncio.gather(claimer, sweeper, return_exceptions=True)
+        unsent = self.lanes.take_all()
         self._release(unsent)
         in_flight, cut_short = len(self._sending), 0
         if self._sending:
@@ -469,21 +453,33 @@ class DeliveryEngine:
 
     # ------------------------------------------------------------ database
 
-    def _db(self, function: Callable[..., T], *args: Any) -> Awaitable[T]:
-        return self._loop.run_in_executor(self._executor, partial(_on_db_thread, function, *args))
+    def _db(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+        return self._loop.run_in_executor(
+            self._executor, partial(_on_db_thread, function, *args, **kwargs)
+        )
 
 
-def _on_db_thread(function: Callable[..., T], *args: Any) -> T:
+_configured = threading.local()
+
+
+def _on_db_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # The thread's connection is kept between calls (a worker process keeps
     # persistent ones); this closes it when too old or broken, as Django
     # does around a request.
     close_old_connections()
-    return function(*args)
-
-
-def _claim(limit: int, exclude_bot_ids: list[str]) -> tuple[Claim, Batch]:
-    claim = events_claim_due(limit=limit, exclude_bot_ids=exclude_bot_ids)
-    return claim, deliveries_prepare(claim)
+    if settings.EVENT_DELIVERY_ASYNC_COMMIT and connection.vendor == "postgresql":
+        connection.ensure_connection()
+        if getattr(_configured, "connection", None) is not connection.connection:
+            # Commits without waiting for the disk: PostgreSQL may lose the
+            # last fraction of a second of them if it crashes, which puts
+            # those events back where they were before: due again, or held
+            # under a lease that ends; they are delivered again, as at least
+            # once allows. The engine's batches are small transactions, and
+            # waiting for each flush held the whole pipeline back.
+            with connection.cursor() as cursor:
+                cursor.execute("SET synchronous_commit TO off")
+            _configured.connection = connection.connection
+    return function(*args, **kwargs)
 
 
 def _record(

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connections
 
-from events.engine.loop import DeliveryEngine, EngineConfig
+from events.engine.loop import MAX_PARALLEL_CLAIMS, DeliveryEngine, EngineConfig
 
 logger = logging.getLogger("events.engine")
 
@@ -24,6 +24,10 @@ logger = logging.getLogger("events.engine")
 STOP_GRACE_SECONDS = 5.0
 # Seconds before an engine that crashed (a bug) is started again.
 RESTART_DELAY_SECONDS = 1.0
+# Database threads of an engine (each with its connection): one for each
+# claim that may be in flight, and one more, so that a claim never waits
+# behind a batch being recorded.
+DB_THREADS = MAX_PARALLEL_CLAIMS + 1
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -32,6 +36,18 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     except ImportError:  # not on this platform: asyncio's own loop
         return asyncio.new_event_loop
     return uvloop.new_event_loop
+
+
+def _close_connections(db: ThreadPoolExecutor) -> None:
+    """Close the connection of each database thread, on that thread."""
+    everyone = threading.Barrier(DB_THREADS)
+
+    def close() -> None:
+        everyone.wait(timeout=10)
+        connections.close_all()
+
+    for done in [db.submit(close) for _ in range(DB_THREADS)]:
+        done.result()
 
 
 class EngineThread(threading.Thread):
@@ -46,7 +62,7 @@ class EngineThread(threading.Thread):
         self._grace = STOP_GRACE_SECONDS
 
     def run(self) -> None:
-        db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deliveries-db")
+        db = ThreadPoolExecutor(max_workers=DB_THREADS, thread_name_prefix="deliveries-db")
         try:
             while not self._stopping:
                 with asyncio.Runner(loop_factory=_loop_factory()) as runner:
@@ -65,7 +81,7 @@ class EngineThread(threading.Thread):
                     self.ready.clear()
                     threading.Event().wait(RESTART_DELAY_SECONDS)
         finally:
-            db.submit(connections.close_all).result()
+            _close_connections(db)
             db.shutdown()
             self.ready.set()
 

@@ -1,7 +1,9 @@
 """Claiming due events: what is due, in which order, how many, under which
-lease, which bots are left out; processes claiming at once; and the wake-up
-that has a worker claim an event created due now."""
+lease, which bots are left out, what a claim loads and when the next event
+falls due; processes claiming at once; and the wake-up that has a worker
+claim an event created due now."""
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -14,11 +16,11 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from events import tasks
-from events.dispatch import events_claim_due
+from events.claims import deliveries_claim
 from events.engine import wakeups
 from events.models import DeliveryAttempt, Event, EventStatus
 from events.services import event_record
-from tests.delivering import deliver_claim, deliver_held
+from tests.delivering import deliver_claimed
 from tests.factories import BotFactory, EventFactory
 
 pytestmark = pytest.mark.django_db
@@ -27,8 +29,16 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def engine_settings(settings):
     settings.EVENT_LEASE_SECONDS = 60.0
-    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
     settings.EVENT_DELIVERY_TIMEOUT = 5.0
+
+
+@pytest.fixture
+def bot(bot):
+    """The bot, with a webhook (never called here): claims of a bot without
+    one end its events `ignored` at once."""
+    bot.webhook_url = "http://bot.invalid/hook"
+    bot.save(update_fields=["webhook_url"])
+    return bot
 
 
 def ago(seconds: float) -> datetime:
@@ -53,22 +63,22 @@ def test_claims_earliest_first(bot):
     earliest = due(bot, 30)
     middle = due(bot, 20)
     retry = due(bot, 25, status=EventStatus.PENDING)
-    claim = events_claim_due(limit=10)
-    assert claim.event_ids == [earliest.id, retry.id, middle.id, late.id]
-    assert [when for _, when in claim.due] == [
-        e.next_attempt_at for e in (earliest, retry, middle, late)
+    claimed = deliveries_claim(limit=10)
+    assert claimed.event_ids == [earliest.id, retry.id, middle.id, late.id]
+    assert [d.due for d in claimed.deliveries] == [
+        e.next_attempt_at.timestamp() for e in (earliest, retry, middle, late)
     ]
 
 
 def test_a_claim_leases_and_starts_what_is_due(bot):
     scheduled, retry = due(bot, 5), due(bot, 5, status=EventStatus.PENDING)
     before = timezone.now()
-    claim = events_claim_due(limit=10)
+    claim = deliveries_claim(limit=10)
     after = timezone.now()
     assert claim.lease > 0
-    assert before <= claim.claimed_at <= after
+    assert before.timestamp() <= claim.claimed_at <= after.timestamp()
     rows = {row.id: row for row in Event.objects.all()}
-    # Due already: its delivery starts now, so it is no longer cancelable.
+    # Its delivery starts now, so it is no longer cancelable.
     assert rows[scheduled.id].status == EventStatus.PENDING
     assert rows[retry.id].status == EventStatus.PENDING
     for row in rows.values():
@@ -81,45 +91,74 @@ def test_a_claim_leases_and_starts_what_is_due(bot):
 
 def test_claims_at_most_the_limit(bot):
     events = [due(bot, 50 - i) for i in range(5)]
-    first = events_claim_due(limit=2)
-    second = events_claim_due(limit=2)
-    third = events_claim_due(limit=2)
+    first = deliveries_claim(limit=2)
+    second = deliveries_claim(limit=2)
+    third = deliveries_claim(limit=2)
     assert first.event_ids == [events[0].id, events[1].id]
     assert second.event_ids == [events[2].id, events[3].id]
     assert third.event_ids == [events[4].id]
     assert len({first.lease, second.lease, third.lease}) == 3
-    assert events_claim_due(limit=2).event_ids == []
+    assert deliveries_claim(limit=2).event_ids == []
 
 
 def test_an_empty_claim(bot):
-    claim = events_claim_due(limit=10)
+    claim = deliveries_claim(limit=10)
     assert claim.event_ids == []
-    assert claim.due == []
+    assert claim.deliveries == []
+    assert claim.next_due is None
 
 
 def test_scheduled_events_not_yet_due_are_not_claimed(bot):
     later = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-3600))
     retry_later = EventFactory(bot=bot, status=EventStatus.PENDING, due_at=ago(-60))
-    assert events_claim_due(limit=10).event_ids == []
+    assert deliveries_claim(limit=10).event_ids == []
     for event in (later, retry_later):
         row = Event.objects.get(id=event.id)
         assert row.lease == 0
         assert row.next_attempt_at == event.next_attempt_at
 
 
-def test_an_event_due_within_the_look_ahead_is_claimed_for_its_due_time(bot, settings):
-    due_at = ago(-1)
-    soon = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=due_at)
-    assert events_claim_due(limit=10, lookahead=0).event_ids == []
-    settings.EVENT_DISPATCH_LOOKAHEAD = 0.0
-    assert events_claim_due(limit=10).event_ids == []
-    settings.EVENT_DISPATCH_LOOKAHEAD = 2.0
-    claim = events_claim_due(limit=10)
-    assert claim.due == [(soon.id, soon.next_attempt_at)]
-    row = Event.objects.get(id=soon.id)
-    assert row.status == EventStatus.SCHEDULED
-    # the lease runs from the event's due time, not from the claim
-    assert row.next_attempt_at == due_at + timedelta(seconds=60)
+def test_a_claim_says_when_the_next_event_falls_due(bot):
+    soon = EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-1.5))
+    EventFactory(bot=bot, status=EventStatus.SCHEDULED, due_at=ago(-60))
+    claimed = deliveries_claim(limit=10)
+    assert claimed.event_ids == []
+    assert claimed.next_due == soon.next_attempt_at.timestamp()
+    # Of the bots it may claim for.
+    assert deliveries_claim(limit=10, exclude_bot_ids=[bot.id]).next_due is None
+
+
+def test_the_end_of_a_lease_is_when_its_event_falls_due_again(bot):
+    due(bot, 5)
+    first = deliveries_claim(limit=10)
+    assert deliveries_claim(limit=10).next_due == pytest.approx(first.claimed_at + 60, abs=0.01)
+
+
+def test_what_a_claim_loads_to_send(bot, settings):
+    settings.EVENT_DELIVERY_TIMEOUT = 7.0
+    bot.webhook_url = "https://bot.example/hook?x=1"
+    bot.save(update_fields=["webhook_url"])
+    event = EventFactory(
+        bot=bot, status=EventStatus.PENDING, due_at=ago(3), payload={"text": "héllo", "n": [1]}
+    )
+    Event.objects.filter(id=event.id).update(attempt_count=2, first_attempt_at=ago(100))
+    [delivery] = deliveries_claim(limit=10).deliveries
+    assert delivery.request.url == "https://bot.example/hook?x=1"
+    assert delivery.request.message_id == event.id
+    assert delivery.request.secrets == (bot.signing_secret,)
+    assert delivery.request.timeout == 7.0
+    assert delivery.attempt_count == 2
+    assert delivery.first_attempt_at == pytest.approx(ago(100).timestamp(), abs=1)
+    assert delivery.due == event.next_attempt_at.timestamp()
+    # It may wait to start as long as its answer still comes inside the lease.
+    assert delivery.send_by == pytest.approx(time.time() + 60 - 7 - 5, abs=1)
+    assert json.loads(delivery.request.body) == {
+        "id": event.id,
+        "type": event.type,
+        "botId": bot.id,
+        "createdAt": event.created_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "payload": {"text": "héllo", "n": [1]},
+    }
 
 
 @pytest.mark.parametrize(
@@ -129,13 +168,13 @@ def test_an_event_due_within_the_look_ahead_is_claimed_for_its_due_time(bot, set
 )
 def test_finished_events_are_never_claimed(bot, status):
     EventFactory(bot=bot, status=status, due_at=ago(3600))
-    assert events_claim_due(limit=10).event_ids == []
+    assert deliveries_claim(limit=10).event_ids == []
 
 
 def test_claims_span_bots(bot):
     other = EventFactory(status=EventStatus.SCHEDULED, due_at=ago(20))
     ours = due(bot, 10)
-    assert events_claim_due(limit=10).event_ids == [other.id, ours.id]
+    assert deliveries_claim(limit=10).event_ids == [other.id, ours.id]
 
 
 # --- leases ---------------------------------------------------------------------------
@@ -145,33 +184,32 @@ def test_a_claimed_event_is_not_claimed_again_until_its_lease_ends(bot, receiver
     bot.webhook_url = receiver.url
     bot.save(update_fields=["webhook_url"])
     event = due(bot, 5)
-    first = events_claim_due(limit=10)
+    first = deliveries_claim(limit=10)
     assert first.event_ids == [event.id]
-    assert events_claim_due(limit=10).event_ids == []
-    assert events_claim_due(limit=10, lookahead=30).event_ids == []
+    assert deliveries_claim(limit=10).event_ids == []
 
     end_lease(event.id)
-    second = events_claim_due(limit=10)
+    second = deliveries_claim(limit=10)
     assert second.event_ids == [event.id]
     assert second.lease != first.lease
     assert Event.objects.get(id=event.id).lease == second.lease
 
-    # The first claim's delivery, late, finds its lease gone: nothing is sent.
+    # The first claim's delivery, late, finds its lease gone: its outcome
+    # changes nothing but the record of its attempt.
     before = Event.objects.filter(id=event.id).values().get()
-    assert deliver_held(first.lease, [event.id]) == {"skipped": 1}
-    assert receiver.requests == []
+    assert deliver_claimed(first) == {"lease lost": 1}
     assert Event.objects.filter(id=event.id).values().get() == before
-    assert not DeliveryAttempt.objects.exists()
+    assert DeliveryAttempt.objects.count() == 1
 
-    assert deliver_claim(second) == {"processed": 1}
-    assert [r.headers["webhook-id"] for r in receiver.requests] == [event.id]
+    assert deliver_claimed(second) == {"processed": 1}
+    assert [r.headers["webhook-id"] for r in receiver.requests] == [event.id] * 2
 
 
 # --- dispatchers at once ----------------------------------------------------------------
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_dispatchers_at_once_never_claim_the_same_event(bot):
+def test_two_processes_claiming_at_once_never_claim_the_same_event(bot):
     past = ago(60)
     Event.objects.bulk_create(
         Event(
@@ -189,11 +227,11 @@ def test_two_dispatchers_at_once_never_claim_the_same_event(bot):
     leases: dict[str, list[int]] = {"a": [], "b": []}
     errors: list[BaseException] = []
 
-    def dispatcher(name: str) -> None:
+    def claimer(name: str) -> None:
         try:
             start.wait(timeout=10)
             for _ in range(100):
-                claim = events_claim_due(limit=50)
+                claim = deliveries_claim(limit=50)
                 if not claim.event_ids:
                     return
                 claimed[name].append(claim.event_ids)
@@ -203,7 +241,7 @@ def test_two_dispatchers_at_once_never_claim_the_same_event(bot):
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=dispatcher, args=(name,)) for name in claimed]
+    threads = [threading.Thread(target=claimer, args=(name,)) for name in claimed]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -233,13 +271,13 @@ def test_a_claim_leaves_out_the_bots_it_is_told_to(bot):
         EventFactory(bot=busy, status=EventStatus.SCHEDULED, due_at=ago(30 - i)) for i in range(3)
     ]
     ours = due(bot, 5)
-    claim = events_claim_due(limit=10, exclude_bot_ids=[busy.id])
+    claim = deliveries_claim(limit=10, exclude_bot_ids=[busy.id])
     assert claim.event_ids == [ours.id]
     for event in theirs:
         row = Event.objects.get(id=event.id)
         assert (row.lease, row.status) == (0, EventStatus.SCHEDULED)
     # Another process, with room for that bot, takes them in order.
-    assert events_claim_due(limit=10).event_ids == [e.id for e in theirs]
+    assert deliveries_claim(limit=10).event_ids == [e.id for e in theirs]
 
 
 # --- waking a worker ------------------------------------------------------------------------
@@ -285,23 +323,23 @@ def test_an_event_created_due_now_wakes_a_worker_once_committed(
     # The row waits, unclaimed, for whichever worker claims first.
     row = Event.objects.get(id=response.json()["event"]["id"])
     assert (row.status, row.lease) == (EventStatus.PENDING, 0)
-    assert events_claim_due(limit=10, lookahead=0).event_ids == [row.id]
+    assert deliveries_claim(limit=10).event_ids == [row.id]
 
 
-def test_an_event_due_within_the_look_ahead_wakes_a_worker(
+def test_an_event_due_before_the_next_look_wakes_a_worker(
     runtime_client, bot, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks() as callbacks:
         response = runtime_client().post(
             "/v1/chat/events",
-            {"type": "t", "payload": {}, "schedule": {"delay": 500}},
+            {"type": "t", "payload": {}, "schedule": {"delay": 100}},
             format="json",
         )
     assert response.status_code == 201
     assert len(callbacks) == 1
 
 
-def test_a_scheduled_event_beyond_the_look_ahead_wakes_no_one(
+def test_a_scheduled_event_the_next_look_finds_in_time_wakes_no_one(
     runtime_client, bot, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks() as callbacks:
@@ -331,7 +369,7 @@ def test_a_broker_that_refuses_a_wake_up_leaves_the_event_to_the_next_claim(
         event = event_record(bot_id=bot.id, type="t", payload={})
     assert sent.done.wait(5)
     wait_for(lambda: "refused a delivery wake-up" in caplog.text)
-    assert events_claim_due(limit=10, lookahead=0).event_ids == [event.id]
+    assert deliveries_claim(limit=10).event_ids == [event.id]
 
 
 def wait_for(condition: Any, timeout: float = 5.0) -> None:
