@@ -1,28 +1,31 @@
 """Event delivery under realistic load: webhooks that take time to answer,
 events arriving all the time, many bots, one of them broken. The project's
-worker and beat run as the Procfile starts them, on PostgreSQL and Redis.
+worker and beat run as the Procfile starts them, on PostgreSQL and Redis;
+the bots' webhook is webhook_receiver.py.
 
 Phases (each after waiting for a quiet machine):
 
-1. sustained: events arrive at RATE a second for DURATION seconds, for 20
-   bots whose webhook answers after a uniform 0–300 ms; half are due now
-   (a worker is woken through the service's own wake-up, as after an API
-   call), half are scheduled 1–5 s ahead. The same at higher rates (the
-   ladder). Lateness = first attempt's start − due time, and arrival at the
-   receiver − due time, for each half; delivered/s over the steady part.
-   Baseline, same run: the project's webhook client alone (no database, no
-   queue) sending the same schedule to the same receiver.
-2. slow throughput: THROUGHPUT events due at once, same receiver: events/s
+1. sustained: events arrive at RATE a second for DURATION seconds (then at
+   each rate of the LADDER), round-robin over 20 bots whose webhook answers
+   after a uniform 0-300 ms; half are due now (a worker is woken through the
+   service's own wake-up, as after an API call), half are scheduled 1-5 s
+   ahead. Lateness = first attempt's start - due time (and arrival at the
+   receiver - due time), for each half; delivered/s over the steady part
+   (from 5 s in). Baseline, same run: the project's webhook client alone (no
+   database, no queue) sending as many requests on the same kind of schedule
+   to the same receiver.
+2. slow throughput: THROUGHPUT events due at once for those bots: events/s
    against the plain client with as many requests in flight as the worker
-   (its processes × EVENT_DELIVERY_CONCURRENCY).
-3. bad bot: 50 bots answering in 50 ms and one that never answers, events
-   spread evenly at BAD_RATE a second; then the same schedule without the
-   bad bot. The others' lateness, and its ratio between the two runs.
+   (its 2 processes x EVENT_DELIVERY_CONCURRENCY).
+3. bad bot: 50 bots answering in 50 ms and one never answering (each of its
+   requests waits for the 10 s timeout), events spread evenly over the 51 at
+   BAD_RATE a second for BAD_DURATION seconds; then the same schedule without
+   the bad bot. The other bots' lateness, and its ratio between the two runs.
 
 Checks (exit 1 when one fails): every event of the good bots processed and
 received exactly once, none started before it was due.
 
-    .venv/bin/python bench/delivery_load.py [--rate 1000] [--duration 30] ...
+    .venv/bin/python bench/delivery_load.py [--rate 1000] [--ladder 2000,3000] ...
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import asyncio
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -45,8 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import benchlib  # noqa: E402
 import deliverylib  # noqa: E402
 from benchlib import log, percentile  # noqa: E402
+from deliverylib import lateness_line  # noqa: E402
 
-TICK = 0.01  # seconds between two inserts of the generator
+SLOW = "/uniform/0/300"
+STEADY_FROM = 5.0  # seconds into a sustained run from which the rate is counted
 
 
 # ---------------------------------------------------------------- the generator
@@ -54,7 +61,7 @@ TICK = 0.01  # seconds between two inserts of the generator
 
 def generate(spec: dict[str, Any]) -> None:
     """Runs in a process of its own with the project's settings: inserts the
-    events of `spec` at its rate, and wakes a worker as the service does."""
+    events of `spec` at its rate, and wakes a worker as event_record does."""
     import django
 
     django.setup()
@@ -66,61 +73,53 @@ def generate(spec: dict[str, Any]) -> None:
 
     bots: list[str] = spec["bots"]
     rate: float = spec["rate"]
-    duration: float = spec["duration"]
-    kind: str = spec["kind"]
-    scheduled_share: float = spec["scheduled_share"]
-    # As event_record: wake a worker for what falls due before it would look.
+    total = int(rate * spec["duration"])
     soon = timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL)
     rng = random.Random(spec["seed"])
-    total = int(rate * duration)
     made = 0
     start = time.monotonic()
     with psycopg.connect(spec["dsn"]) as conn, conn.cursor() as cursor:
         while made < total:
             target = min(total, int((time.monotonic() - start) * rate) + 1)
-            if target > made:
-                now = datetime.now(UTC)
-                rows = []
-                for n in range(made, target):
-                    ahead = rng.random() < scheduled_share
-                    due = now + timedelta(seconds=rng.uniform(1, 5)) if ahead else now
-                    label = f"{kind}.{'scheduled' if ahead else 'immediate'}"
-                    rows.append((f"evt_{ULID()}", bots[n % len(bots)], label, due, not ahead))
-                deliverylib.copy_events(cursor, rows, now)
-                conn.commit()
-                made = target
-                if any(due - now < soon for _, _, _, due, _ in rows):
-                    deliveries_wake()
-            time.sleep(max(0.0, start + (made / rate) - time.monotonic()))
+            now = datetime.now(UTC)
+            rows = []
+            for n in range(made, target):
+                ahead = rng.random() < spec["scheduled_share"]
+                due = now + timedelta(seconds=rng.uniform(1, 5)) if ahead else now
+                kind = f"{spec['kind']}.{'scheduled' if ahead else 'immediate'}"
+                rows.append((f"evt_{ULID()}", bots[n % len(bots)], kind, due, not ahead))
+            deliverylib.copy_events(cursor, rows, now)
+            conn.commit()
+            made = target
+            if any(due - now < soon for _, _, _, due, _ in rows):
+                deliveries_wake()
+            time.sleep(max(0.0, start + made / rate - time.monotonic()))
     time.sleep(0.1)  # the last wake-up goes from a thread of this process
 
 
 def run_generator(proj: benchlib.Project, queue: str, **spec: Any) -> float:
     """Generate events in a subprocess; answers when it began (epoch)."""
-    import subprocess
-
-    spec.setdefault("seed", 12345)
-    spec["dsn"] = benchlib.admin_dsn(proj.dbname)
-    env = {**proj.env, "CELERY_QUEUE": queue}
+    spec = {"seed": 12345, "scheduled_share": 0.5, "dsn": benchlib.admin_dsn(proj.dbname), **spec}
     began = time.time()
     subprocess.run(
         [benchlib.PYTHON, __file__, "--generate", json.dumps(spec)],
         cwd=benchlib.ROOT,
-        env=env,
+        env={**proj.env, "CELERY_QUEUE": queue},
         check=True,
     )
     return began
 
 
-def events_of(proj: benchlib.Project, kind: str) -> dict[str, list[str]]:
-    """Ids of the events of a generator run, by label (kind.immediate, kind.scheduled)."""
+def events_of(proj: benchlib.Project, kind: str, *, not_bot: str = "") -> dict[str, list[str]]:
+    """Ids of a generator run's events, by half (immediate, scheduled)."""
     with proj.connect() as conn:
         rows = conn.execute(
-            "SELECT type, id FROM events_event WHERE type LIKE %s", (f"{kind}.%",)
+            "SELECT type, id FROM events_event WHERE type LIKE %s AND bot_id <> %s",
+            (f"{kind}.%", not_bot),
         ).fetchall()
     found: dict[str, list[str]] = {}
     for label, event_id in rows:
-        found.setdefault(label, []).append(event_id)
+        found.setdefault(label.split(".")[1], []).append(event_id)
     return found
 
 
@@ -128,9 +127,9 @@ def events_of(proj: benchlib.Project, kind: str) -> dict[str, list[str]]:
 
 
 def plain_client(url: str, schedule: list[float], in_flight: int) -> tuple[list[float], float]:
-    """Send one signed POST at each moment of `schedule` (seconds from now;
-    all at once when they are 0) with the project's webhook client, at most
-    `in_flight` at a time: each request's lateness, and requests/s."""
+    """One signed POST at each moment of `schedule` (seconds from the start;
+    0 for all at once) with the project's webhook client, at most `in_flight`
+    at a time: each request's lateness, and requests/s."""
     from events.webhook_client import WebhookClient, WebhookRequest
 
     secret = "whsec_" + "A" * 43 + "="
@@ -143,13 +142,12 @@ def plain_client(url: str, schedule: list[float], in_flight: int) -> tuple[list[
         late: list[float] = []
 
         async def one(n: int, at: float) -> None:
-            delay = origin + at - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            if (wait := origin + at - loop.time()) > 0:
+                await asyncio.sleep(wait)
             async with limit:
                 late.append(loop.time() - origin - at)
                 body = json.dumps({"id": f"base_{n}", "type": "bench", "payload": {"n": n}})
-                await client.post(WebhookRequest(url, f"base_{n}", body, [secret], timeout=10.0))
+                await client.post(WebhookRequest(url, f"base_{n}", body, [secret], 10.0))
 
         await asyncio.gather(*(one(n, at) for n, at in enumerate(schedule)))
         elapsed = loop.time() - origin
@@ -162,36 +160,88 @@ def plain_client(url: str, schedule: list[float], in_flight: int) -> tuple[list[
 # ---------------------------------------------------------------- phases
 
 
+@dataclass
+class Run:
+    """One generator run's events and what became of them."""
+
+    label: str
+    halves: dict[str, list[tuple[str, float, float, float]]] = field(default_factory=dict)
+    delivered_rate: float = 0.0
+    cpu: benchlib.CpuUse | None = None
+    baseline: list[float] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [row[0] for rows in self.halves.values() for row in rows]
+
+    def lateness(self, half: str | None = None) -> list[float]:
+        rows = self.halves[half] if half else [r for rows in self.halves.values() for r in rows]
+        return [start - due for _, due, start, _ in rows]
+
+
 def sustained(
-    proj: benchlib.Project, queue: str, bots: list[str], rate: float, duration: float, out: dict
-) -> dict[str, Any]:
+    proj: benchlib.Project, queue: str, bots: list[str], rate: float, duration: float, groups: Any
+) -> Run:
     kind = f"sustained{int(rate)}"
     log(f"sustained: {rate:.0f} events/s for {duration:.0f} s")
-    before = benchlib.cpu_snapshot(out["groups"])
-    began = run_generator(
-        proj, queue, bots=bots, rate=rate, duration=duration, kind=kind, scheduled_share=0.5
-    )
+    before = benchlib.cpu_snapshot(groups)
+    began = run_generator(proj, queue, bots=bots, rate=rate, duration=duration, kind=kind)
     ids = events_of(proj, kind)
-    every = [i for group in ids.values() for i in group]
-    deliverylib.wait_finished(proj, every, 120)
-    cpu = benchlib.cpu_use(before, benchlib.cpu_snapshot(out["groups"]))
-    result: dict[str, Any] = {"rate": rate, "cpu": cpu, "count": len(every)}
-    for label, group in sorted(ids.items()):
-        rows = deliverylib.first_attempts(proj, group)
-        result[label.split(".")[1]] = rows
-    starts = sorted(
-        start
-        for group in ids.values()
-        for _, _, start, _ in deliverylib.first_attempts(proj, group)
-    )
-    steady = [s for s in starts if began + 5 <= s <= began + duration]
-    result["delivered_rate"] = len(steady) / max(duration - 5, 1)
-    result["ids"] = every
-    return result
+    deliverylib.wait_finished(proj, [i for half in ids.values() for i in half], 120)
+    run = Run(label=f"{rate:,.0f}/s", cpu=benchlib.cpu_use(before, benchlib.cpu_snapshot(groups)))
+    run.halves = {half: deliverylib.first_attempts(proj, group) for half, group in ids.items()}
+    starts = [start for rows in run.halves.values() for _, _, start, _ in rows]
+    steady = [s for s in starts if began + STEADY_FROM <= s <= began + duration]
+    run.delivered_rate = len(steady) / (duration - STEADY_FROM)
+    return run
 
 
-def lateness(rows: list[tuple[str, float, float, float]]) -> list[float]:
-    return [start - due for _, due, start, _ in rows]
+def bad_bot(
+    proj: benchlib.Project,
+    queue: str,
+    good: list[str],
+    bad: str | None,
+    rate: float,
+    duration: float,
+) -> tuple[Run, str]:
+    """Events for the good bots (and the bad one), the good ones' lateness,
+    and what became of the bad bot's events."""
+    kind = "bad" if bad else "good"
+    bots = good + ([bad] if bad else [])
+    # The same schedule for the good bots either way: the bad one adds its share.
+    offered = rate * len(bots) / (len(good) + 1)
+    with deliverylib.engine(proj, queue):
+        log(f"bad bot: {'with' if bad else 'without'} it, {offered:.0f} events/s")
+        run_generator(proj, queue, bots=bots, rate=offered, duration=duration, kind=kind)
+        ids = events_of(proj, kind, not_bot=bad or "")
+        deliverylib.wait_finished(proj, [i for half in ids.values() for i in half], 120)
+        run = Run(label=f"{len(good)} good bots, {'with' if bad else 'without'} the bad one")
+        run.halves = {half: deliverylib.first_attempts(proj, group) for half, group in ids.items()}
+    note = ""
+    if bad:
+        with proj.connect() as conn:
+            row = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE attempt_count > 0), "
+                "coalesce(sum(attempt_count), 0) FROM events_event WHERE bot_id = %s",
+                (bad,),
+            ).fetchone()
+            assert row is not None
+            total, tried, attempts = row
+            # Out of the way of the next run.
+            conn.execute(
+                "UPDATE events_event SET status = 'canceled', next_attempt_at = NULL "
+                "WHERE bot_id = %s AND next_attempt_at IS NOT NULL",
+                (bad,),
+            )
+            conn.commit()
+        note = (
+            f"  the bad bot: {total:,} events, {tried:,} tried ({attempts:,} attempts, each timing "
+            "out), the rest waiting in the table, left out of the claims"
+        )
+    return run, note
+
+
+# ---------------------------------------------------------------- main
 
 
 def main() -> int:
@@ -203,7 +253,7 @@ def main() -> int:
     parser.add_argument("--bad-rate", type=float, default=500.0)
     parser.add_argument("--bad-duration", type=float, default=30.0)
     parser.add_argument("--phases", default="sustained,slow,bad")
-    parser.add_argument("--generate", metavar="SPEC")
+    parser.add_argument("--generate", metavar="SPEC", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.generate:
         generate(json.loads(args.generate))
@@ -214,159 +264,109 @@ def main() -> int:
     queue = f"bench-{os.getpid()}"
     port = benchlib.free_port()
     base = f"http://127.0.0.1:{port}"
-    failures: list[str] = []
-    report: list[str] = []
+    in_flight = 2 * int(os.environ.get("EVENT_DELIVERY_CONCURRENCY", "500"))
+    runs: list[Run] = []
+    throughput: dict[str, float] = {}
+    bad_runs: list[Run] = []
+    notes: list[str] = []
+    slow_ids: list[str] = []
     with benchlib.project("bench_delivery_load") as proj:
         out = proj.data_dir / "received.txt"
-        slow_bots = deliverylib.make_bots(proj, [f"{base}/uniform/0/300"] * 20)
-        fast_bots = deliverylib.make_bots(proj, [f"{base}/fixed/50"] * 50)
-        [bad_bot] = deliverylib.make_bots(proj, [f"{base}/never"])
-        concurrency = int(proj.env.get("EVENT_DELIVERY_CONCURRENCY", "500"))
+        slow_bots = deliverylib.make_bots(proj, [base + SLOW] * 20)
+        good_bots = deliverylib.make_bots(proj, [f"{base}/fixed/50"] * 50)
+        [broken] = deliverylib.make_bots(proj, [f"{base}/never"])
         with deliverylib.receiver(port, out) as receiver_process:
-            results: list[dict[str, Any]] = []
-            throughput: dict[str, float] = {}
-            bad: dict[str, list[float]] = {}
             with deliverylib.engine(proj, queue) as pids:
                 groups = {
                     "worker": deliverylib.tree(pids["worker"]),
                     "beat": [pids["beat"]],
                     "receiver": [receiver_process.pid],
                 }
-                shared = {"groups": groups}
                 if "sustained" in phases:
-                    rates = [args.rate] + [float(r) for r in args.ladder.split(",") if r]
-                    for rate in rates:
+                    for rate in [args.rate] + [float(r) for r in args.ladder.split(",") if r]:
                         benchlib.wait_for_quiet(max_wait=120)
-                        results.append(
-                            sustained(proj, queue, slow_bots, rate, args.duration, shared)
-                        )
+                        runs.append(sustained(proj, queue, slow_bots, rate, args.duration, groups))
                 if "slow" in phases:
                     benchlib.wait_for_quiet(max_wait=120)
                     log(f"slow throughput: {args.throughput:,} due at once")
                     now = datetime.now(UTC)
-                    ids = deliverylib.seed(proj, slow_bots, [now] * args.throughput, "pending")
-                    deliverylib.wait_finished(proj, ids, 300)
-                    rows = deliverylib.first_attempts(proj, ids)
+                    slow_ids = deliverylib.seed(proj, slow_bots, [now] * args.throughput, "pending")
+                    deliverylib.wait_finished(proj, slow_ids, 300)
+                    rows = deliverylib.first_attempts(proj, slow_ids)
                     first = min(start for _, _, start, _ in rows)
                     last = max(end for *_, end in rows)
                     throughput["engine"] = len(rows) / (last - first)
-                    results_ids = ids
             if "bad" in phases:
-                for label, with_bad in (("with the bad bot", True), ("without it", False)):
+                for bad in (broken, None):
                     benchlib.wait_for_quiet(max_wait=120)
-                    with deliverylib.engine(proj, queue):
-                        kind = "bad" if with_bad else "good"
-                        bots = fast_bots + ([bad_bot] if with_bad else [])
-                        log(f"bad bot: {label}, {args.bad_rate:.0f} events/s")
-                        rate = args.bad_rate * len(bots) / (len(fast_bots) + 1)
-                        run_generator(
-                            proj,
-                            queue,
-                            bots=bots,
-                            rate=rate,
-                            duration=args.bad_duration,
-                            kind=kind,
-                            scheduled_share=0.5,
-                        )
-                        ids = events_of(proj, kind)
-                        with proj.connect() as conn:
-                            good = [
-                                row[0]
-                                for row in conn.execute(
-                                    "SELECT id FROM events_event WHERE type LIKE %s "
-                                    "AND bot_id <> %s",
-                                    (f"{kind}.%", bad_bot),
-                                ).fetchall()
-                            ]
-                        deliverylib.wait_finished(proj, good, 120)
-                        bad[label] = lateness(deliverylib.first_attempts(proj, good))
-                    with proj.connect() as conn:
-                        attempted = conn.execute(
-                            "SELECT count(*), count(*) FILTER (WHERE attempt_count > 0) "
-                            "FROM events_event WHERE bot_id = %s",
-                            (bad_bot,),
-                        ).fetchone()
-                        conn.execute(
-                            "UPDATE events_event SET status = 'canceled', next_attempt_at = NULL "
-                            "WHERE bot_id = %s AND next_attempt_at IS NOT NULL",
-                            (bad_bot,),
-                        )
-                        conn.commit()
-                    if with_bad:
-                        report.append(
-                            f"  bad bot: {attempted[0]:,} events, {attempted[1]:,} attempted "
-                            "(each timing out), the rest waiting in the table"
-                        )
+                    run, note = bad_bot(
+                        proj, queue, good_bots, bad, args.bad_rate, args.bad_duration
+                    )
+                    bad_runs.append(run)
+                    notes += [note] if note else []
         got = deliverylib.received(out)
-        if "slow" in phases:
+        for run in runs:
+            benchlib.wait_for_quiet(max_wait=120)
+            rng = random.Random(1)
+            count = len(run.ids)
+            schedule = sorted(rng.uniform(0, args.duration) for _ in range(count))
+            with deliverylib.receiver(port, proj.data_dir / "baseline.txt"):
+                run.baseline, _ = plain_client(base + SLOW, schedule, in_flight)
+        if throughput:
             benchlib.wait_for_quiet(max_wait=120)
             with deliverylib.receiver(port, proj.data_dir / "baseline.txt"):
                 _, throughput["client"] = plain_client(
-                    f"{base}/uniform/0/300", [0.0] * args.throughput, 2 * concurrency
+                    base + SLOW, [0.0] * args.throughput, in_flight
                 )
-        baseline: dict[float, list[float]] = {}
-        if "sustained" in phases:
-            for result in results:
-                benchlib.wait_for_quiet(max_wait=120)
-                rng = random.Random(1)
-                schedule = sorted(rng.uniform(0, args.duration) for _ in range(result["count"]))
-                with deliverylib.receiver(port, proj.data_dir / "baseline-s.txt"):
-                    baseline[result["rate"]], _ = plain_client(
-                        f"{base}/uniform/0/300", schedule, 2 * concurrency
-                    )
 
-        counts = Counter(mid for mid, _, _ in got)
-        checked = [i for result in results for i in result["ids"]]
-        if "slow" in phases:
-            checked += results_ids
-        if any(counts[i] != 1 for i in checked):
-            failures.append("an event of a good bot was not received exactly once")
-        arrival = {mid: at for mid, at, _ in got}
+    counts = Counter(mid for mid, _, _ in got)
+    arrival = {mid: at for mid, at, _ in got}
+    failures = []
+    checked = [i for run in runs + bad_runs for i in run.ids] + slow_ids
+    if any(counts[i] != 1 for i in checked):
+        failures.append("an event of a good bot was not received exactly once")
+    if any(late < -0.001 for run in runs + bad_runs for late in run.lateness()):
+        failures.append("an attempt started before its event was due")
 
     print("\n== delivery under load")
-    print("worker and beat as the Procfile starts them; PostgreSQL, Redis; webhook_receiver.py")
-    if "sustained" in phases:
-        print("\nsustained: events arriving all the time, 20 bots answering in 0-300 ms")
-        for result in results:
-            rate = result["rate"]
-            print(
-                f"\n  offered {rate:,.0f}/s for {args.duration:.0f} s ({result['count']:,} events):"
-                f" delivered {result['delivered_rate']:,.0f}/s over the steady part"
-            )
-            for half in ("immediate", "scheduled"):
-                rows = result.get(half, [])
-                late = lateness(rows)
-                if any(value < -0.001 for value in late):
-                    failures.append(f"{half}: an attempt started before its event was due")
-                print(deliverylib.lateness_line(f"{half}: due -> attempt", late))
-                arrive = [arrival[i] - due for i, due, _, _ in rows if i in arrival]
-                print(deliverylib.lateness_line(f"{half}: due -> received", arrive))
-            base_late = baseline.get(rate, [])
-            print(deliverylib.lateness_line("plain client: schedule -> sent", base_late))
-            print(
-                "  "
-                + result["cpu"]
-                .report(f"{rate:.0f}/s", result["count"], "event")
-                .replace("\n", "\n  ")
-            )
-    if throughput:
-        print(f"\nslow throughput: {args.throughput:,} due at once, receiver answering in 0-300 ms")
-        print(f"  engine        {throughput['engine']:8.0f} events/s (first start -> last end)")
+    worker = " ".join(deliverylib.procfile_command("worker")[1:])
+    print(f"{worker}; beat; PostgreSQL, Redis; webhook_receiver.py")
+    if runs:
         print(
-            f"  plain client  {throughput['client']:8.0f} requests/s ({2 * concurrency} in flight)"
+            f"\nsustained: events arriving all the time, 20 bots answering in 0-300 ms, "
+            f"{args.duration:.0f} s each"
         )
-        print(f"  ratio         {throughput['engine'] / throughput['client']:8.2f}")
-    if bad:
-        print(f"\nbad bot: 50 bots answering in 50 ms, one never answering, {args.bad_rate:.0f}/s")
-        for label, values in bad.items():
-            print(deliverylib.lateness_line(f"others, {label}", values))
-        (with_bad, without) = bad.values()
+    for run in runs:
         print(
-            f"  ratio p50 {percentile(with_bad, 50) / percentile(without, 50):.2f}, "
+            f"\n  offered {run.label} ({len(run.ids):,} events): delivered "
+            f"{run.delivered_rate:,.0f}/s from {STEADY_FROM:.0f} s on"
+        )
+        for half in ("immediate", "scheduled"):
+            print(lateness_line(f"{half}: due -> attempt", run.lateness(half)))
+            received = [arrival[i] - due for i, due, _, _ in run.halves[half] if i in arrival]
+            print(lateness_line(f"{half}: due -> received", received))
+        print(lateness_line("plain client: schedule -> sent", run.baseline))
+        assert run.cpu is not None
+        print("  " + run.cpu.report(run.label, len(run.ids), "event").replace("\n", "\n  "))
+    if throughput:
+        print(f"\nslow throughput: {args.throughput:,} due at once, answers in 0-300 ms")
+        print(f"  engine        {throughput['engine']:8.0f} events/s (first start -> last end)")
+        print(f"  plain client  {throughput['client']:8.0f} requests/s ({in_flight} in flight)")
+        print(f"  ratio         {throughput['engine'] / throughput['client']:8.2f}")
+    if len(bad_runs) == 2:
+        print(
+            f"\nbad bot: 50 bots answering in 50 ms, one never answering; "
+            f"{args.bad_rate:.0f} events/s over the 51, {args.bad_duration:.0f} s"
+        )
+        for run in bad_runs:
+            print(lateness_line(run.label, run.lateness()))
+        with_bad, without = (run.lateness() for run in bad_runs)
+        print(
+            f"  ratio with/without: p50 {percentile(with_bad, 50) / percentile(without, 50):.2f}, "
             f"p99 {percentile(with_bad, 99) / percentile(without, 99):.2f}"
         )
-        for line in report:
-            print(line)
+        for note in notes:
+            print(note)
     for failure in failures:
         print(f"FAILED: {failure}")
     return 1 if failures else 0

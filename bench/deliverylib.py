@@ -117,9 +117,11 @@ def make_bots(proj: benchlib.Project, urls: Sequence[str]) -> list[str]:
     ids = [f"bot_{ULID()}" for _ in urls]
     with proj.connect() as conn, conn.cursor() as cursor:
         workspace = proj.demo["workspaceId"]
-        secret = cursor.execute(
+        row = cursor.execute(
             "SELECT signing_secret FROM bots_bot WHERE id = %s", (proj.demo["botId"],)
-        ).fetchone()[0]
+        ).fetchone()
+        assert row is not None
+        secret = row[0]
         cursor.executemany(
             "INSERT INTO bots_bot (id, workspace_id, name, tags, dev, webhook_url, "
             "signing_secret, previous_signing_secret, created_at, updated_at) "

@@ -51,7 +51,7 @@ def main() -> int:
         import django
 
         django.setup()
-        import yappi
+        import yappi  # type: ignore[import-untyped]
 
         from events.engine.loop import EngineConfig
         from events.engine.process import EngineThread
@@ -177,8 +177,8 @@ def wait_done(proj: benchlib.Project, total: int) -> None:
     # the events: the wait must not be what keeps PostgreSQL busy.
     with proj.connect(autocommit=True) as conn:
         while True:
-            done = conn.execute("SELECT count(*) FROM events_deliveryattempt").fetchone()[0]
-            if done >= total:
+            row = conn.execute("SELECT count(*) FROM events_deliveryattempt").fetchone()
+            if row is not None and row[0] >= total:
                 return
             time.sleep(0.5)
 

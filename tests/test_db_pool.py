@@ -43,6 +43,8 @@ def server_connections() -> int:
 @pytest.mark.integration
 @pytest.mark.django_db(transaction=True)
 def test_uvicorn_reuses_a_few_connections_for_many_requests(servers: Any, bot: Bot):  # noqa: F811
+    # Other tests' connections may still sit in this process's pool.
+    before = server_connections()
     server = servers()
     headers = {
         "authorization": f"Bearer {member_token(bot.workspace, Role.DEVELOPER)}",
@@ -54,4 +56,4 @@ def test_uvicorn_reuses_a_few_connections_for_many_requests(servers: Any, bot: B
     # Persistent connections left one per request open until the garbage
     # collector came by. A request's connection goes back to the pool just
     # after its answer, so the next request may take another.
-    assert server_connections() <= 3
+    assert server_connections() - before <= 3

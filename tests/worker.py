@@ -37,6 +37,7 @@ ENGINE_SETTINGS: dict[str, float] = {
     "EVENT_RETRY_MAX_DELAY_SECONDS": 2.0,
     "EVENT_RETRY_WINDOW_SECONDS": 60.0,
     "EVENT_DISPATCH_INTERVAL": 0.25,
+    "EVENT_DELIVERY_REPORT_INTERVAL": 5.0,
     "FILE_HOUSEKEEPING_INTERVAL": 60.0,
 }
 READY_TIMEOUT = 30.0
@@ -68,12 +69,21 @@ def worker_database_url() -> str:
 
 class Worker:
     """One `celery worker` process group: the main process, its prefork
-    children and, with beat, the embedded beat process."""
+    children and, with beat, the embedded beat process; or, started with
+    `alone_beat`, a `celery beat` process of its own."""
 
-    def __init__(self, *, name: str, env: dict[str, str], beat: bool, folder: Path) -> None:
+    def __init__(
+        self, *, name: str, env: dict[str, str], beat: bool, folder: Path, alone_beat: bool = False
+    ) -> None:
         self.name = name
         self.node = f"{name}-{uuid.uuid4().hex[:6]}"
         self.log_path = folder / f"{name}.log"
+        self.alone_beat = alone_beat
+        if alone_beat:
+            command = [str(CELERY), "-A", "platform_site", "beat", "--loglevel", "INFO"]
+            command += ["-s", str(folder / f"{name}-schedule")]
+            self._spawn(command, env)
+            return
         command = [
             str(CELERY),
             "-A",
@@ -96,6 +106,9 @@ class Worker:
         ]
         if beat:
             command += ["-B", "-s", str(folder / f"{name}-beat-schedule")]
+        self._spawn(command, env)
+
+    def _spawn(self, command: list[str], env: dict[str, str]) -> None:
         with self.log_path.open("wb") as log:
             # A session of its own, so that the whole group (with the prefork
             # child doing a delivery) can be signalled at once.
@@ -121,9 +134,11 @@ class Worker:
         return f"--- last {lines} lines of worker {self.name} (pid {self.pid}) ---\n{tail}"
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
-        """Return once the worker consumes its queue (Celery logs `<node>@<host> ready.`)."""
+        """Return once the worker consumes its queue (Celery logs `<node>@<host> ready.`),
+        or beat has started (`beat: Starting...`)."""
         deadline = time.monotonic() + timeout
-        while not re.search(rf"\b{self.node}@\S+ ready\.", self.log()):
+        ready = "beat: Starting" if self.alone_beat else rf"\b{self.node}@\S+ ready\."
+        while not re.search(ready, self.log()):
             if self.process.poll() is not None:
                 raise AssertionError(
                     f"worker {self.name} exited with {self.process.returncode} before it was "
@@ -207,6 +222,19 @@ class Workers:
         if wait:
             worker.wait_ready()
         return worker
+
+    def start_beat(self) -> Worker:
+        """A `celery beat` process of its own, started."""
+        beat = Worker(
+            name=f"beat{len(self.started) + 1}",
+            env=self.env(),
+            beat=False,
+            folder=self.folder,
+            alone_beat=True,
+        )
+        self.started.append(beat)
+        beat.wait_ready()
+        return beat
 
     def logs(self) -> str:
         """The tails of every worker's log, for assertion messages."""
