@@ -28,8 +28,9 @@ run: setup
 	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
 	PORT=$(PORT) $(BIN)/honcho -f platform_site/Procfile -d . start
 
+# PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="-m integration tests/test_delivery_faults.py".
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
 
 from events.delivery import RECORD_SECONDS
 
@@ -22,3 +22,32 @@ def lease_outlasts_a_delivery(**kwargs: Any) -> list[CheckMessage]:
             id="events.W001",
         )
     ]
+
+
+@register()
+def delivery_shares_make_sense(**kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    if settings.EVENT_DELIVERY_CONCURRENCY < 0:
+        errors.append(
+            Error(
+                "EVENT_DELIVERY_CONCURRENCY is negative.",
+                hint="Requests in flight per worker process: 0 (no deliveries) or more.",
+                id="events.E001",
+            )
+        )
+    if settings.EVENT_DELIVERY_PER_BOT < 1:
+        errors.append(
+            Error(
+                "EVENT_DELIVERY_PER_BOT is less than 1: no bot could be sent anything.",
+                hint="Requests in flight to one bot per worker process: 1 or more.",
+                id="events.E002",
+            )
+        )
+    if settings.EVENT_DISPATCH_INTERVAL <= 0 or settings.EVENT_DISPATCH_BATCH < 1:
+        errors.append(
+            Error(
+                "EVENT_DISPATCH_INTERVAL must be more than 0 and EVENT_DISPATCH_BATCH at least 1.",
+                id="events.E003",
+            )
+        )
+    return errors

@@ -277,7 +277,7 @@ class WebhookClient:
         self._ssl = ssl_context or ssl.create_default_context()
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._targets: OrderedDict[str, _Target | InvalidUrl] = OrderedDict()
-        self._addresses: dict[tuple[str, int], tuple[float, list[tuple[Any, ...]]]] = {}
+        self._addresses: dict[tuple[str, int], tuple[float, asyncio.Future[Any]]] = {}
         self._sweep: asyncio.TimerHandle | None = None
         self.connections_made = 0
 
@@ -421,27 +421,34 @@ class WebhookClient:
     ) -> list[tuple[Any, ...]]:
         """The host's addresses, kept DNS_TTL_SECONDS: a burst to a bot opens
         many connections at once, and each would ask the resolver (on a
-        thread of the loop's executor) otherwise."""
+        thread of the loop's executor) otherwise. Connections made while the
+        host is being resolved wait for that answer."""
         key = (target.host, target.port)
-        addresses: list[Any]
         known = self._addresses.get(key)
         if known is not None and known[0] > loop.time():
-            return known[1]
+            return await asyncio.shield(known[1])
+        answer: asyncio.Future[Any]
         try:
             literal = ipaddress.ip_address(target.host)
         except ValueError:
-            addresses = list(
-                await loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
+            answer = loop.create_task(
+                loop.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
             )
         else:
             family = socket.AF_INET6 if literal.version == 6 else socket.AF_INET
-            addresses = [
-                (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (target.host, target.port))
-            ]
-        self._addresses[key] = (loop.time() + DNS_TTL_SECONDS, addresses)
+            address: tuple[Any, ...] = (target.host, target.port)
+            answer = loop.create_future()
+            answer.set_result([(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", address)])
+        self._addresses[key] = (loop.time() + DNS_TTL_SECONDS, answer)
         if len(self._addresses) > TARGET_CACHE_SIZE:
             self._addresses.pop(next(iter(self._addresses)))
-        return addresses
+        try:
+            return list(await asyncio.shield(answer))
+        except OSError:
+            # Not kept: the next connection asks again.
+            if self._addresses.get(key, (0, None))[1] is answer:
+                del self._addresses[key]
+            raise
 
     def _keep(self, connection: _Connection) -> None:
         loop = asyncio.get_running_loop()

@@ -386,3 +386,22 @@ def test_a_lease_too_short_for_a_delivery_is_reported_by_the_system_check(settin
     settings.EVENT_LEASE_SECONDS = 10.0
     [warning] = lease_outlasts_a_delivery()
     assert warning.id == "events.W001"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("EVENT_DELIVERY_CONCURRENCY", -1, "events.E001"),
+        ("EVENT_DELIVERY_PER_BOT", 0, "events.E002"),
+        ("EVENT_DISPATCH_INTERVAL", 0, "events.E003"),
+        ("EVENT_DISPATCH_BATCH", 0, "events.E003"),
+    ],
+)
+def test_delivery_settings_that_cannot_work_are_refused_by_the_system_check(
+    settings, name, value, error
+):
+    from events.checks import delivery_shares_make_sense
+
+    assert delivery_shares_make_sense() == []
+    setattr(settings, name, value)
+    assert [message.id for message in delivery_shares_make_sense()] == [error]

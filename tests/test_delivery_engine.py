@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -318,3 +319,50 @@ def test_threads_end_with_the_engine(start_engine):
     engine.stop()
     after = {t.name for t in threading.enumerate()}
     assert not {name for name in after - before if name.startswith("deliveries")}
+
+
+def test_the_wake_up_task_wakes_the_engine_of_its_process(settings, receiver):
+    from events import tasks
+    from events.engine import process
+
+    settings.EVENT_DISPATCH_INTERVAL = 60.0  # only a wake-up makes it claim again soon
+    hooked = bot_at(receiver, "/a")
+    process.start_engine()
+    try:
+        assert process._thread is not None and process._thread.ready.wait(10)
+        time.sleep(0.3)  # its first claim found nothing
+        ids = due_now(hooked)
+        tasks.wake_deliveries.apply()  # as a worker runs the task
+        wait_statuses(ids, {"processed": 1}, timeout=10)
+    finally:
+        process.stop_engine()
+    assert process._thread is None
+
+
+def test_no_engine_when_a_worker_is_told_to_deliver_nothing(settings):
+    from events.engine import process
+
+    settings.EVENT_DELIVERY_CONCURRENCY = 0
+    process.start_engine()
+    assert process._thread is None
+    process.wake_engine()  # nothing to wake: nothing happens
+    process.stop_engine()
+
+
+@pytest.mark.parametrize("asynchronous", [True, False])
+def test_the_engine_commits_without_waiting_for_the_disk_unless_told_to(settings, asynchronous):
+    settings.EVENT_DELIVERY_ASYNC_COMMIT = asynchronous
+
+    def synchronous_commit() -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW synchronous_commit")
+            return str(cursor.fetchone()[0])
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL setting")
+    with ThreadPoolExecutor(max_workers=1) as db:
+        try:
+            value = db.submit(engine_loop._on_db_thread, synchronous_commit).result()
+        finally:
+            db.submit(lambda: connection.close()).result()
+    assert value == ("off" if asynchronous else "on")

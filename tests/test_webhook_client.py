@@ -511,3 +511,33 @@ def test_urls_that_cannot_be_requested(run, url):
     result = run(lambda client: post(client, url))
     assert result.failure == Failure.INVALID_URL
     assert result.error.startswith("The webhook URL cannot be requested: ")
+
+
+def test_a_host_is_resolved_once_for_many_connections(servers, monkeypatch):
+    server = servers(ok())
+    calls: list[tuple[Any, ...]] = []
+    real = asyncio.base_events.BaseEventLoop.getaddrinfo
+
+    async def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio.base_events.BaseEventLoop, "getaddrinfo", counting)
+
+    async def body(client: WebhookClient) -> list[WebhookResult]:
+        url = server.url(host="localhost")
+        return list(await asyncio.gather(*(post(client, url) for _ in range(10))))
+
+    with asyncio.Runner() as runner:
+        results = runner.run(_with_client(body))
+    assert [r.status_code for r in results] == [200] * 10
+    assert server.connections == 10
+    assert [args[:2] for args in calls] == [("localhost", server.port)]
+
+
+async def _with_client(body: Callable[[WebhookClient], Any]) -> Any:
+    client = WebhookClient()
+    try:
+        return await body(client)
+    finally:
+        await client.close()

@@ -467,17 +467,19 @@ def _on_db_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # persistent ones); this closes it when too old or broken, as Django
     # does around a request.
     close_old_connections()
-    if settings.EVENT_DELIVERY_ASYNC_COMMIT and connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":
         connection.ensure_connection()
         if getattr(_configured, "connection", None) is not connection.connection:
-            # Commits without waiting for the disk: PostgreSQL may lose the
-            # last fraction of a second of them if it crashes, which puts
-            # those events back where they were before: due again, or held
-            # under a lease that ends; they are delivered again, as at least
-            # once allows. The engine's batches are small transactions, and
-            # waiting for each flush held the whole pipeline back.
+            # Commits without waiting for the disk (EVENT_DELIVERY_ASYNC_COMMIT):
+            # PostgreSQL may lose the last fraction of a second of them if it
+            # crashes, which puts those events back where they were: due
+            # again, or held under a lease that ends; they are delivered
+            # again, as at least once allows. The engine's transactions are
+            # many and small, and waiting for each flush held the whole
+            # pipeline back.
+            commit = "off" if settings.EVENT_DELIVERY_ASYNC_COMMIT else "on"
             with connection.cursor() as cursor:
-                cursor.execute("SET synchronous_commit TO off")
+                cursor.execute(f"SET synchronous_commit TO {commit}")
             _configured.connection = connection.connection
     return function(*args, **kwargs)
 
