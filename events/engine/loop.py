@@ -183,11 +183,12 @@ class DeliveryEngine:
                     self._wake.clear()
                     woken = self._loop.create_task(self._wake.wait())
                     claim_at = min(claim_at, now)
-                room = self.config.max_held - len(self._held) - sum(claims.values())
-                self._note_room(room < self._min_claim())
+                free = self.config.max_held - len(self._held)
+                room = free - sum(claims.values())  # less what claims in flight may take
+                self._note_room(free < self._min_claim())
                 slots = (MAX_PARALLEL_CLAIMS if busy else 1) - len(claims)
                 start_at = max(claim_at, last_claim + MIN_CLAIM_INTERVAL)
-                if not self._stopping and slots > 0 and not self._waiting_for_room:
+                if not self._stopping and slots > 0 and room >= self._min_claim():
                     if now >= start_at:
                         limit = min(room, self.config.batch)
                         self._excluded = self.lanes.saturated()
