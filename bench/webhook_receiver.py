@@ -105,13 +105,5 @@ def serve(port: int, out: Path) -> None:
     out.write_text("".join(f"{mid} {at} {path}\n" for mid, at, path in Receiver.records))
 
 
-def read_records(out: Path) -> list[tuple[str, float, str]]:
-    rows = []
-    for line in out.read_text().splitlines():
-        mid, at, path = line.split(" ")
-        rows.append((mid, float(at), path))
-    return rows
-
-
 if __name__ == "__main__":
     serve(int(sys.argv[1]), Path(sys.argv[2]))

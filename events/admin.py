@@ -95,7 +95,7 @@ class EventAdmin(WorkspaceScoped, admin.ModelAdmin):
             try:
                 event_cancel(bot=event.bot, event_id=event.id)
                 canceled += 1
-            except InvalidPayload:  # claimed by the dispatcher meanwhile
+            except InvalidPayload:  # claimed by a worker meanwhile
                 pass
         skipped = len(selected) - canceled
         self.message_user(

@@ -1,5 +1,5 @@
 """Leases: a claim on an event for one delivery, named by a random number and
-ending at `next_attempt_at`, after which the dispatcher may claim it again."""
+ending at `next_attempt_at`, after which any worker may claim it again."""
 
 import secrets
 from datetime import timedelta

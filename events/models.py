@@ -86,7 +86,7 @@ class Event(models.Model):
         null=True,
         blank=True,
         help_text=(
-            "When the dispatcher next looks at the event: its due time, a retry's time, or "
+            "When a worker next looks at the event: its due time, a retry's time, or "
             "the end of a worker's lease on it. Empty once the event is finished."
         ),
     )

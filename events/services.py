@@ -171,7 +171,7 @@ def event_record(
 
 def event_cancel(*, bot: Bot, event_id: str) -> None:
     """Cancel a scheduled event. One conditional UPDATE, so a cancel racing
-    the dispatcher either wins before the event is claimed or is refused."""
+    a claim either wins before the event is claimed or is refused."""
     canceled = Event.objects.filter(bot=bot, id=event_id, status=EventStatus.SCHEDULED).update(
         status=EventStatus.CANCELED, next_attempt_at=None, updated_at=timezone.now()
     )

@@ -205,7 +205,7 @@ def test_a_claimed_event_is_not_claimed_again_until_its_lease_ends(bot, receiver
     assert [r.headers["webhook-id"] for r in receiver.requests] == [event.id] * 2
 
 
-# --- dispatchers at once ----------------------------------------------------------------
+# --- claims at once ----------------------------------------------------------------------
 
 
 @pytest.mark.django_db(transaction=True)

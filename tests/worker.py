@@ -272,7 +272,7 @@ def wait_until(
 
 
 def drop_queue(queue: str) -> None:
-    """Drop `queue` with what is left in it (a tick beat sent while its worker
+    """Drop `queue` with what is left in it (a task sent while its worker
     stopped), and its binding; the next worker declares it again."""
     with app.connection_for_write() as conn:
         bound = app.amqp.queues[queue](conn.default_channel)

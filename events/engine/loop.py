@@ -98,16 +98,9 @@ class EngineConfig:
 
 
 class DeliveryEngine:
-    def __init__(
-        self,
-        *,
-        db: Executor,
-        config: EngineConfig,
-        client_factory: Callable[[], WebhookClient] = WebhookClient,
-    ) -> None:
+    def __init__(self, *, db: Executor, config: EngineConfig) -> None:
         self.config = config
         self._executor = db
-        self._client_factory = client_factory
         self.lanes = Lanes(
             concurrency=config.concurrency, per_bot=config.per_bot, max_held=config.max_held
         )
@@ -120,7 +113,6 @@ class DeliveryEngine:
         self._grace = 0.0
         self._waiting_for_room = False
         self.period = Period(started=time.monotonic())
-        self.totals: Counter[str] = Counter()
         self._connections_reported = 0
 
     # ------------------------------------------------------------ from outside
@@ -131,7 +123,7 @@ class DeliveryEngine:
         self._wake = asyncio.Event()
         self._record_needed = asyncio.Event()
         self._stop = asyncio.Event()
-        self.client = self._client_factory()
+        self.client = WebhookClient()
         claimer = asyncio.create_task(self._claimer(), name="claimer")
         recorder = asyncio.create_task(self._recorder(), name="recorder")
         sweeper = asyncio.create_task(self._sweeper(), name="sweeper")
@@ -159,10 +151,6 @@ class DeliveryEngine:
         self._grace = grace
         self._stopping = True
         self._stop.set()
-
-    @property
-    def held(self) -> int:
-        return len(self._held)
 
     # ------------------------------------------------------------ claiming
 
@@ -368,7 +356,6 @@ class DeliveryEngine:
 
     def _count(self, tally: Counter[str]) -> None:
         self.period.ended.update(tally)
-        self.totals.update(tally)
 
     # ------------------------------------------------------------ reporting
 

@@ -168,4 +168,16 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunPython(drop_id_like_index, create_id_like_index),
+        migrations.AlterField(
+            model_name="event",
+            name="next_attempt_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text=(
+                    "When a worker next looks at the event: its due time, a retry's time, or "
+                    "the end of a worker's lease on it. Empty once the event is finished."
+                ),
+                null=True,
+            ),
+        ),
     ]
