@@ -3,7 +3,7 @@ import uuid
 
 from django.db import models
 
-from bots.models import Bot
+from bots.models import Bot, Conversation, User
 
 
 def new_webhook_id() -> str:
@@ -40,3 +40,26 @@ class ChatConnection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.webhook_id} ({self.bot_id})"
+
+
+class ScheduledMessage(models.Model):
+    """A bot message created with a `schedule`, waiting to fall due. When it
+    does, the delivery workers' claim (events/claims.py) turns it into the
+    Message of the same id and streams it; until then no list, listener or
+    read shows it. Deleting its conversation or author cancels it."""
+
+    # The id the message will have: a ULID of the due time, so that the
+    # message sorts where it appears, not where it was asked for.
+    id = models.CharField(max_length=36, primary_key=True, editable=False)
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    type = models.CharField(max_length=20)
+    payload = models.JSONField()
+    tags = models.JSONField(default=dict, blank=True)
+    origin = models.CharField(max_length=20, blank=True)
+    due_at = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.id} due {self.due_at:%Y-%m-%d %H:%M:%S}"

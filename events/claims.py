@@ -13,7 +13,11 @@ URL and signing secrets, its workspace's timeout.
 
 On PostgreSQL the claim and the loading of what it took are one statement
 (an UPDATE of the rows a locking SELECT picked, returning what a request
-needs); the ORM does the same in three elsewhere."""
+needs); the ORM does the same in three elsewhere.
+
+Bot messages sent with a `schedule` fall due on the same clock: each claim
+first makes those due into messages (chat/runtime/scheduled.py), and the
+next due time it reports counts them too."""
 
 import json
 from collections.abc import Collection, Sequence
@@ -25,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from chat.runtime.scheduled import scheduled_message_next_due, scheduled_messages_publish
 from events.delivery import Delivery, start_slack, timeout_ceiling
 from events.leases import lease_duration, new_lease
 from events.models import Event, EventStatus
@@ -98,6 +103,9 @@ def deliveries_claim(*, limit: int, exclude_bot_ids: Collection[str] = ()) -> Cl
     `exclude_bot_ids` (those the caller has no room for); those of a bot
     without a webhook URL end `ignored` at once."""
     now = timezone.now()
+    # In a transaction of its own, before the events are taken: should it
+    # fail, the claim fails with nothing claimed.
+    scheduled_messages_publish(now=now)
     lease = new_lease()
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -249,9 +257,14 @@ class _Slack(dict[float, float]):
 
 
 def _next_due(now: datetime, excluded: Collection[str]) -> float | None:
-    """When the next event not claimed yet falls due (or the next lease ends)."""
+    """When the next event not claimed yet falls due (or the next lease
+    ends), or the next scheduled message, whichever is first."""
     upcoming = Event.objects.filter(next_attempt_at__gt=now)
     if excluded:
         upcoming = upcoming.exclude(bot_id__in=list(excluded))
-    moment = upcoming.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first()
-    return None if moment is None else moment.timestamp()
+    moments = [
+        upcoming.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first(),
+        scheduled_message_next_due(after=now),
+    ]
+    known = [moment.timestamp() for moment in moments if moment is not None]
+    return min(known, default=None)

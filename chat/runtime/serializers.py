@@ -3,8 +3,12 @@ from typing import Any
 from rest_framework import serializers
 
 from bots.message_payloads import PAYLOAD_TYPES, MessagePayloadField
+from events.serializers import ScheduleSerializer
 from platform_site.api.fields import (
+    TAG_KEY_MAX_LENGTH,
+    TAGS_MAX_COUNT,
     JSONObjectField,
+    RemovableTagsField,
     StrictCharField,
     StrictChoiceField,
     TagsField,
@@ -30,9 +34,12 @@ class BotMessageCreateSerializer(ClosedSerializer):
     type = StrictChoiceField(choices=list(PAYLOAD_TYPES), required=False)
     tags = TagsField(required=False, default=dict)
     origin = StrictChoiceField(choices=MESSAGE_ORIGINS, required=False)
+    schedule = ScheduleSerializer(required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        payload = attrs["payload"]
+        payload = attrs.get("payload")
+        if payload is None:  # only where it is optional
+            return attrs
         declared = attrs.get("type")
         carried = payload.get("type")
         if declared is not None and isinstance(carried, str) and carried != declared:
@@ -48,3 +55,17 @@ class BotMessageCreateSerializer(ClosedSerializer):
         except serializers.ValidationError as error:
             raise serializers.ValidationError({"payload": error.detail}) from None
         return attrs
+
+
+class BotMessageGetOrCreateSerializer(BotMessageCreateSerializer):
+    """The body of `POST /v1/chat/messages/get-or-create`: that of a create,
+    whose payload is needed only when no message matches, tags that may be
+    null or empty (left out), and the tags to match on."""
+
+    payload = JSONObjectField(required=False)
+    tags = RemovableTagsField(required=False, default=dict)
+    discriminateByTags = serializers.ListField(
+        child=StrictCharField(min_length=1, max_length=TAG_KEY_MAX_LENGTH),
+        max_length=TAGS_MAX_COUNT,
+        required=False,
+    )

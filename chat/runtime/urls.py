@@ -7,6 +7,7 @@ from chat.runtime.views import (
     ConversationDetailView,
     MessageCollectionView,
     MessageDetailView,
+    MessageGetOrCreateView,
     UserCollectionView,
     UserDetailView,
 )
@@ -14,6 +15,11 @@ from chat.runtime.views import (
 # Included at the root by chat/urls.py: full paths.
 urlpatterns = [
     path("v1/chat/messages", MessageCollectionView.as_view(), name="runtime-messages"),
+    path(
+        "v1/chat/messages/get-or-create",
+        MessageGetOrCreateView.as_view(),
+        name="runtime-message-get-or-create",
+    ),
     path("v1/chat/messages/<str:message_id>", MessageDetailView.as_view(), name="runtime-message"),
     path(
         "v1/chat/conversations",

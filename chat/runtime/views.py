@@ -1,3 +1,7 @@
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -15,8 +19,9 @@ from chat.runtime.selectors import (
     user_get,
     users_list,
 )
-from chat.runtime.serializers import BotMessageCreateSerializer
-from chat.runtime.services import bot_message_create
+from chat.runtime.serializers import BotMessageCreateSerializer, BotMessageGetOrCreateSerializer
+from chat.runtime.services import bot_message_create, bot_message_get_or_create
+from events.services import due_time
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 from platform_site.api.views import ApiView
@@ -48,6 +53,7 @@ class MessageCollectionView(RuntimeChatView):
             payload=data["payload"],
             tags=data["tags"],
             origin=data.get("origin", ""),
+            due_at=_due_at(data),
         )
         return Response({"message": message_runtime_json(message)}, status=201)
 
@@ -71,6 +77,46 @@ class MessageCollectionView(RuntimeChatView):
         return Response(
             {"messages": [message_runtime_json(m) for m in page.items], "meta": page.meta()}
         )
+
+
+class MessageGetOrCreateView(RuntimeChatView):
+    permissions_by_method = {"POST": [CanWriteMessages]}
+
+    @extend_schema(
+        summary="Get the bot's message with these tags in the conversation, or create it",
+        description=(
+            "Tags match when every tag named by `discriminateByTags` has the same value, or,"
+            " without it, when all tags are the same; a message still scheduled matches too."
+            " With no tag to match on, a new message is made. 201 when it is made, else 200;"
+            " `meta.created` says which."
+        ),
+        operation_id="getOrCreateMessage",
+        request=BotMessageGetOrCreateSerializer,
+        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def post(self, request: Request) -> Response:
+        serializer = BotMessageGetOrCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        message, created = bot_message_get_or_create(
+            bot=bot_principal(request).bot,
+            conversation_id=data["conversationId"],
+            user_id=data["userId"],
+            payload=data.get("payload"),
+            tags=data["tags"],
+            discriminate_by_tags=data.get("discriminateByTags"),
+            origin=data.get("origin", ""),
+            due_at=_due_at(data),
+        )
+        return Response(
+            {"message": message_runtime_json(message), "meta": {"created": created}},
+            status=201 if created else 200,
+        )
+
+
+def _due_at(data: dict[str, Any]) -> datetime | None:
+    schedule = data.get("schedule")
+    return None if schedule is None else due_time(schedule=schedule, now=timezone.now())
 
 
 class MessageDetailView(RuntimeChatView):

@@ -140,3 +140,15 @@ class TagsField(serializers.Field):
 
     def to_representation(self, value: dict[str, str]) -> dict[str, str]:
         return value
+
+
+@extend_schema_field(
+    {"type": "object", "additionalProperties": {"type": "string", "nullable": True}}
+)
+class RemovableTagsField(TagsField):
+    """Tags where one given as null or "" is one the caller leaves out."""
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        if isinstance(data, dict):
+            data = {key: value for key, value in data.items() if value not in (None, "")}
+        return super().to_internal_value(data)

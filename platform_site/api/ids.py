@@ -17,6 +17,12 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{ULID()}"
 
 
+def new_id_at(prefix: str, moment: datetime) -> str:
+    """A new id whose ULID carries `moment` rather than now: for an object
+    made ahead of the time it appears at, so that it sorts there."""
+    return f"{prefix}_{ULID.from_datetime(moment)}"
+
+
 def id_floor(prefix: str, moment: datetime) -> str:
     """The smallest id of this kind made at or after `moment`. Ids are ULIDs,
     so `id >= id_floor(...)` selects rows by creation time over an index on

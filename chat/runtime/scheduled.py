@@ -1,0 +1,88 @@
+"""Bot messages sent later: `POST /v1/chat/messages` with a `schedule` stores
+a ScheduledMessage, and when it falls due the delivery workers' claim
+(events/claims.py) makes it into the message, in the conversation's lists
+and on its listeners, with no task of its own: the table says what is due,
+as it does for events."""
+
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Case, DateTimeField, Value, When
+
+from bots.models import Conversation, Message
+from chat.live.publish import stream_publish
+from chat.models import ScheduledMessage
+from chat.presenters import MESSAGE_CREATED, message_stream_json
+
+# Scheduled messages made into messages per claim, at most.
+PUBLISH_BATCH = 200
+
+
+def scheduled_message_message(scheduled: ScheduledMessage) -> Message:
+    """The message that `scheduled` becomes when it falls due (not saved)."""
+    return Message(
+        id=scheduled.id,
+        bot_id=scheduled.bot_id,
+        conversation=scheduled.conversation,
+        user=scheduled.user,
+        type=scheduled.type,
+        payload=scheduled.payload,
+        tags=scheduled.tags,
+        origin=scheduled.origin,
+        is_bot=True,
+        created_at=scheduled.due_at,
+        updated_at=scheduled.due_at,
+    )
+
+
+def scheduled_messages_publish(*, now: datetime, limit: int = PUBLISH_BATCH) -> int:
+    """Make the scheduled messages due at `now` into messages, earliest
+    first, and stream them once committed; how many it made. Processes doing
+    this at once take different rows (SKIP LOCKED)."""
+    with transaction.atomic():
+        due = list(
+            ScheduledMessage.objects.filter(due_at__lte=now)
+            .select_related("conversation", "user")
+            .order_by("due_at")
+            .select_for_update(skip_locked=True, of=("self",))[:limit]
+        )
+        if not due:
+            return 0
+        messages = [scheduled_message_message(scheduled) for scheduled in due]
+        Message.objects.bulk_create(messages)
+        # A message is created at the time it was due, as its id says (the
+        # row's own default would be the time of this claim).
+        due_times = Case(
+            *(When(pk=s.id, then=Value(s.due_at)) for s in due), output_field=DateTimeField()
+        )
+        Message.objects.filter(pk__in=[s.id for s in due]).update(
+            created_at=due_times, updated_at=due_times
+        )
+        for message, scheduled in zip(messages, due, strict=True):
+            message.created_at = message.updated_at = scheduled.due_at
+        latest: dict[str, datetime] = {}
+        for scheduled in due:
+            latest[scheduled.conversation_id] = scheduled.due_at
+        for conversation_id, moment in latest.items():
+            Conversation.objects.filter(pk=conversation_id, updated_at__lt=moment).update(
+                updated_at=moment
+            )
+        ScheduledMessage.objects.filter(pk__in=[s.id for s in due]).delete()
+        for message in messages:
+            stream_publish(
+                conversation_id=message.conversation_id,
+                type=MESSAGE_CREATED,
+                data=message_stream_json(message),
+            )
+    return len(due)
+
+
+def scheduled_message_next_due(*, after: datetime) -> datetime | None:
+    """When the next scheduled message falls due, if one is later than `after`."""
+    moment: datetime | None = (
+        ScheduledMessage.objects.filter(due_at__gt=after)
+        .order_by("due_at")
+        .values_list("due_at", flat=True)
+        .first()
+    )
+    return moment
