@@ -6,9 +6,10 @@ from django.conf import settings
 
 from chat.live.local_bus import LocalBus
 from chat.live.redis_bus import RedisBus
+from chat.live.relay import SocketRelay
 from chat.live.subscriptions import Bus
 
-_local_bus = LocalBus()
+_local_bus = LocalBus(SocketRelay(settings.DATA_DIR / "live-stream.sock"))
 _redis_buses: dict[str, RedisBus] = {}
 _redis_buses_lock = threading.Lock()
 

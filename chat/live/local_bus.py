@@ -1,19 +1,28 @@
-"""The in-process bus of the embedded defaults: it carries only what its own
-process publishes, so it serves one web process (with no Celery worker
-publishing)."""
+"""The in-process bus of the embedded defaults: it serves one web process,
+and hears what other processes on the machine publish (a worker) through
+its relay (relay.py)."""
 
 import asyncio
 import threading
 
+from chat.live.relay import SocketRelay
 from chat.live.subscriptions import Bus, Inbox
 
 
 class LocalBus(Bus):
-    def __init__(self) -> None:
+    def __init__(self, relay: SocketRelay | None = None) -> None:
         self._lock = threading.Lock()
         self._inboxes: dict[str, set[Inbox]] = {}
+        self._relay = relay
 
     def publish(self, channel: str, message: str) -> None:
+        self._publish_here(channel, message)
+        # A process with listeners serves the relay; any other one may be
+        # publishing for the listeners of the one that does.
+        if self._relay is not None and not self._relay.serving:
+            self._relay.send(channel, message)
+
+    def _publish_here(self, channel: str, message: str) -> None:
         with self._lock:
             inboxes = tuple(self._inboxes.get(channel, ()))
         # One hand-over per event loop (a server runs one), not per listener.
@@ -33,6 +42,8 @@ class LocalBus(Bus):
                 self.leave(channel, inbox)
 
     async def join(self, channel: str, inbox: Inbox) -> None:
+        if self._relay is not None:
+            self._relay.serve(self._publish_here)
         with self._lock:
             self._inboxes.setdefault(channel, set()).add(inbox)
 
