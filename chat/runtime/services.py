@@ -126,29 +126,21 @@ def _message_create(
         user = bot_self_user(bot=bot)
     else:
         user = cast(User, event_references_resolve(bot_id=bot.id, user_id=user_id).user)
+    fields: dict[str, Any] = {
+        "bot": bot,
+        "conversation": conversation,
+        "user": user,
+        "type": payload["type"],
+        "payload": payload,
+        "tags": tags,
+        "origin": origin,
+    }
     if due_at is not None and due_at > timezone.now():
         scheduled = ScheduledMessage.objects.create(
-            id=new_id_at("msg", due_at),
-            bot=bot,
-            conversation=conversation,
-            user=user,
-            type=payload["type"],
-            payload=payload,
-            tags=tags,
-            origin=origin,
-            due_at=due_at,
+            id=new_id_at("msg", due_at), due_at=due_at, **fields
         )
         return scheduled_message_message(scheduled)
-    message = Message.objects.create(
-        bot=bot,
-        conversation=conversation,
-        user=user,
-        type=payload["type"],
-        payload=payload,
-        tags=tags,
-        origin=origin,
-        is_bot=True,
-    )
+    message = Message.objects.create(is_bot=True, **fields)
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
     stream_publish(
         conversation_id=conversation.id,
