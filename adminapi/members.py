@@ -7,14 +7,12 @@ from bots.audit import Actor
 from bots.members import account_for_email, member_add
 from bots.models import Membership, Workspace
 from platform_site.api.errors import InvalidIdentifier, ResourceNotFound
+from platform_site.api.ids import is_id
 from platform_site.api.pagination import Page, PageRequest, paginate
-
-# Membership ids are 64-bit integers; a longer run of digits can name none.
-_MEMBER_ID_MAX_DIGITS = 18
 
 
 def members_list(*, workspace: Workspace, page: PageRequest) -> Page[Membership]:
-    """Oldest first: membership ids grow with time."""
+    """Oldest first: membership ids are ULIDs, so they sort by creation time."""
     return paginate(
         Membership.objects.filter(workspace=workspace).select_related("account"),
         ordering=["id"],
@@ -25,12 +23,10 @@ def members_list(*, workspace: Workspace, page: PageRequest) -> Page[Membership]
 
 def membership_get(*, workspace: Workspace, member_id: str) -> Membership:
     """The workspace's membership `member_id`; another workspace's is not found."""
-    if not (
-        member_id.isascii() and member_id.isdigit() and len(member_id) <= _MEMBER_ID_MAX_DIGITS
-    ):
+    if not is_id(member_id, "member"):
         raise InvalidIdentifier(f"{member_id[:40]!r} is not a member id")
     membership = (
-        Membership.objects.filter(workspace=workspace, pk=int(member_id))
+        Membership.objects.filter(workspace=workspace, pk=member_id)
         .select_related("account")
         .first()
     )

@@ -41,7 +41,7 @@ def bot_json(bot: Bot) -> dict[str, Any]:
 def member_json(membership: Membership) -> dict[str, Any]:
     account = membership.account
     body: dict[str, Any] = {
-        "id": str(membership.pk),
+        "id": membership.id,
         "userId": str(account.pk),
         "email": account.email,
         "role": membership.role,

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from drf_spectacular.views import SpectacularAPIView
 
+from platform_site.docs import DocsView
 from platform_site.health import HealthzView, ReadyzView
 
 urlpatterns = [
@@ -18,6 +19,7 @@ urlpatterns = [
         ),
         name="openapi",
     ),
+    path("docs", DocsView.as_view(), name="docs"),
     path("", include("events.urls")),
     path("", include("files.urls")),
     path("", include("chat.urls")),

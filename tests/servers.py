@@ -42,6 +42,8 @@ class Server:
         command = [
             str(UVICORN),
             "platform_site.asgi:application",
+            "--http",
+            "platform_site.http_protocol:HttpToolsProtocol",
             "--host",
             "127.0.0.1",
             "--port",

@@ -7,6 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from bots.models import AuditAction, AuditRecord, Membership, Role
+from platform_site.api.ids import is_id
 from tests.conftest import admin_api, assert_error
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory, token_for
 
@@ -318,7 +319,31 @@ def test_an_owner_may_remove_another_owner(workspace, owner):
 # --- ids --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad_id", ["abc", "1.5", "-1", "1e3", "9" * 30, "\u0661"])
+def test_member_ids_are_prefixed_ulids(workspace, owner):
+    added = member_of(
+        client_of(owner).post(URL, {"email": "new@example.test", "role": "viewer"}, format="json"),
+        201,
+    )
+    ids = [m["id"] for m in listing(client_of(owner))["members"]]
+    assert ids == [owner.pk, added["id"]]
+    for member_id in ids:
+        assert is_id(member_id, "member") and 28 <= len(member_id) <= 36
+
+
+@pytest.mark.parametrize(
+    "bad_id",
+    [
+        "abc",
+        "1",
+        "9" * 30,
+        "\u0661",
+        "bot_01J0000000000000000000000A",
+        "member_01J000000000000000000000",
+        "member_01J0000000000000000000000a",
+        "member_01J0000000000000000000000I",
+        "member_01J0000000000000000000000AA",
+    ],
+)
 @pytest.mark.parametrize("method", ["put", "delete"])
 def test_a_malformed_member_id_is_invalid_identifier(workspace, owner, bad_id, method):
     response = getattr(client_of(owner), method)(
@@ -330,7 +355,7 @@ def test_a_malformed_member_id_is_invalid_identifier(workspace, owner, bad_id, m
 @pytest.mark.parametrize("method", ["put", "delete"])
 def test_a_member_of_another_workspace_is_not_found(workspace, owner, method):
     theirs = MembershipFactory(workspace=WorkspaceFactory(), role=Role.VIEWER)
-    for member_id in (str(theirs.pk), "999999999"):
+    for member_id in (theirs.pk, "member_01J0000000000000000000000A"):
         response = getattr(client_of(owner), method)(
             f"{URL}/{member_id}", {"role": "developer"}, format="json"
         )

@@ -24,6 +24,6 @@ def test_an_endpoint_whose_database_fails_answers_503(runtime_client, monkeypatc
 
     monkeypatch.setattr(events.views, "event_get", out_of_reach)
     response = client.get("/v1/chat/events/evt_01J0000000000000000000000A")
-    body = assert_error(response, 503, "Internal")
+    body = assert_error(response, 503, "Unavailable")
     assert response["Retry-After"] == "1"
     assert "Connection refused" not in body["message"]

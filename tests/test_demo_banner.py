@@ -13,14 +13,18 @@ from rest_framework.test import APIClient
 pytestmark = pytest.mark.django_db
 
 
-def banner_curls(tmp_path) -> list[list[str]]:
+def banner_lines(tmp_path) -> list[str]:
     out = io.StringIO()
     call_command("seed_demo", "--json", stdout=out)
     demo_json = tmp_path / "demo.json"
     demo_json.write_text(out.getvalue().strip().splitlines()[-1])
     banner = io.StringIO()
     call_command("demo_banner", str(demo_json), stdout=banner)
-    return [shlex.split(line) for line in banner.getvalue().splitlines() if line.startswith("curl")]
+    return banner.getvalue().splitlines()
+
+
+def banner_curls(tmp_path) -> list[list[str]]:
+    return [shlex.split(line) for line in banner_lines(tmp_path) if line.startswith("curl")]
 
 
 def test_every_curl_line_of_the_banner_succeeds(tmp_path):
@@ -47,3 +51,11 @@ def test_every_curl_line_of_the_banner_succeeds(tmp_path):
         json.loads(response.content)
         tried += 1
     assert tried == len(curls) - 1
+
+
+def test_the_banner_links_the_api_docs(tmp_path):
+    [line] = [line for line in banner_lines(tmp_path) if "API docs:" in line]
+    docs_url, openapi_url = (word.rstrip(")") for word in line.split() if word.startswith("http"))
+    assert docs_url == f"{settings.PUBLIC_BASE_URL}/docs"
+    for url in (docs_url, openapi_url):
+        assert APIClient().get(urlsplit(url).path).status_code == 200, url

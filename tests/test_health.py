@@ -1,7 +1,9 @@
 """Liveness and readiness probes."""
 
 import pytest
+from django.db import OperationalError
 
+import platform_site.health
 from tests.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -30,11 +32,24 @@ def test_readyz(api_client):
 def test_readyz_when_the_broker_is_unreachable(api_client, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
     response = api_client.get("/readyz")
-    body = assert_error(response, 503, "Internal")
+    body = assert_error(response, 503, "Unavailable")
+    assert response["Retry-After"] == "1"
     assert "broker" in body["message"]
     # Says what is down, without leaking the broker's address or a trace.
     assert "127.0.0.1" not in body["message"]
     assert "Traceback" not in body["message"]
+
+
+def test_readyz_when_the_database_is_unreachable(api_client, monkeypatch):
+    class Unreachable:
+        def cursor(self):
+            raise OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
+
+    monkeypatch.setattr(platform_site.health, "connection", Unreachable())
+    response = api_client.get("/readyz")
+    body = assert_error(response, 503, "Unavailable")
+    assert response["Retry-After"] == "1"
+    assert body["message"] == "The database is not reachable"
 
 
 def test_healthz_stays_up_when_the_broker_is_unreachable(api_client, settings):

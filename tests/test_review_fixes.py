@@ -174,5 +174,5 @@ def test_a_client_error_id_is_in_the_log(api_client, caplog):
 
 def test_readyz_names_no_exception_class(api_client, settings):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
-    body = assert_error(api_client.get("/readyz"), 503, "Internal")
+    body = assert_error(api_client.get("/readyz"), 503, "Unavailable")
     assert "Error" not in body["message"]

@@ -23,7 +23,7 @@ from bots.models import Membership, Role, Workspace
 from platform_site.api.errors import AlreadyExists, Forbidden
 
 
-def _fresh(membership_id: int) -> Membership:
+def _fresh(membership_id: str) -> Membership:
     # A service run that was rolled back leaves its marks on the instance it
     # was given (a deleted one loses its pk): each run reads its own.
     return Membership.objects.select_related("account", "workspace").get(pk=membership_id)
@@ -167,7 +167,8 @@ class MemberInlineForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.instance.pk:
+        # Not the pk: a new membership has its id from the start.
+        if not self.instance._state.adding:
             account = self.instance.account
             self.fields["email"].initial = account.email or account.get_username()
             self.fields["email"].disabled = True
@@ -179,7 +180,7 @@ class MemberInlineForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        if not self.instance.pk and not cleaned.get("email"):
+        if self.instance._state.adding and not cleaned.get("email"):
             self.add_error("email", "Give the new member's e-mail address.")
         return cleaned
 
@@ -203,10 +204,10 @@ class MemberFormSet(ServiceFormSet, BaseInlineFormSet):
         account = account_for_email(email)
         return member_add(workspace=self.instance, account=account, role=role, **self._context())
 
-    def _change_role(self, pk: int, role: str) -> Membership:
+    def _change_role(self, pk: str, role: str) -> Membership:
         return member_role_change(membership=_fresh(pk), role=role, **self._context())
 
-    def _remove(self, pk: int) -> None:
+    def _remove(self, pk: str) -> None:
         member_remove(membership=_fresh(pk), **self._context())
 
     def _changes(self) -> list[_Change]:
@@ -221,10 +222,11 @@ class MemberFormSet(ServiceFormSet, BaseInlineFormSet):
             if not data:
                 continue
             pk = form.instance.pk
+            adding = form.instance._state.adding
             if marked_for_deletion(form):
-                if pk is not None:
+                if not adding:
                     removals.append(_Change("remove", form, partial(self._remove, pk)))
-            elif pk is None:
+            elif adding:
                 if form.has_changed():
                     run = partial(self._add, data["email"], data["role"])
                     adds.append(_Change("add", form, run))

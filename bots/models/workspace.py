@@ -29,6 +29,7 @@ class Workspace(models.Model):
 class Membership(models.Model):
     """An account's role in a workspace."""
 
+    id = PrefixedIdField(prefix="member")
     account = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )

@@ -98,8 +98,12 @@ class Internal(APIError):
 
 class Unavailable(APIError):
     """The service cannot do its work right now (database or broker out of
-    reach, no free database connection): 503, worth retrying. The contract has
-    no type of its own for it; clients read the status."""
+    reach, no free database connection): 503, worth retrying, so it always
+    says when (`Retry-After`, in seconds)."""
 
     status_code = 503
+    type = "Unavailable"
     default_message = "The service is unavailable; retry shortly"
+
+    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
+        super().__init__(message, headers={"Retry-After": "1", **(headers or {})})

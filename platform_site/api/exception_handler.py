@@ -4,8 +4,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from django.core.exceptions import DisallowedHost, RequestDataTooBig
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions as drf
@@ -109,7 +109,7 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
         # The database out of reach, no free connection in the pool within
         # DATABASE_POOL_TIMEOUT, a lock not granted: nothing the client did,
         # and likely to pass. Logged with its trace as a 5xx.
-        return errors.Unavailable(headers={"Retry-After": "1"})
+        return errors.Unavailable()
     return None
 
 
@@ -151,6 +151,10 @@ def error_response(error: errors.APIError) -> JsonResponse:
     """The error body outside DRF: middleware and Django's own error views."""
     error_id = errors.new_error_id()
     log_client_error(error_id, error)
+    return _json_error(error, error_id)
+
+
+def _json_error(error: errors.APIError, error_id: str) -> JsonResponse:
     response = JsonResponse(
         error_body(error, error_id),
         status=error.status_code,
@@ -162,6 +166,15 @@ def error_response(error: errors.APIError) -> JsonResponse:
 
 
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> JsonResponse:
+    if isinstance(exception, DisallowedHost):
+        # A scanner's or a misrouted client's doing, not a fault of ours: one
+        # line, where Django's security logger (muted in settings) prints a
+        # trace at ERROR.
+        error = errors.InvalidPayload("The Host header names no host this server answers to")
+        error_id = errors.new_error_id()
+        # Django's text quotes the Host with repr(): it stays on one line.
+        logger.warning("%s 400 %s: %s", error_id, error.type, str(exception)[:300])
+        return _json_error(error, error_id)
     return error_response(errors.InvalidPayload("Bad request"))
 
 

@@ -47,6 +47,7 @@ class Command(BaseCommand):
             "Bot platform is starting (web, worker and beat). Ctrl-C stops all three.",
             "",
             f"  API:          {base}",
+            f"  API docs:     {base}/docs   (OpenAPI document: {base}/v1/openapi.json)",
             f"  Chat:         {chat}",
             f"  Django admin: {demo['adminUrl']}",
             f"                user {demo['admin']['username']}",
