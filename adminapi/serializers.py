@@ -1,12 +1,11 @@
 from typing import Any
 
-from django.core.exceptions import ValidationError as DjangoValidationError
-from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from adminapi.bot_logs import LOG_LEVELS
 from bots.models import AuditAction, Role
 from platform_site.api.fields import (
+    HttpUrlField,
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
@@ -33,7 +32,7 @@ class BotWriteSerializer(ClosedSerializer):
     name = StrictCharField(min_length=1, max_length=BOT_NAME_MAX_LENGTH, required=False)
     tags = TagsField(required=False)
     dev = StrictBooleanField(required=False)
-    webhookUrl = StrictCharField(
+    webhookUrl = HttpUrlField(
         max_length=WEBHOOK_URL_MAX_LENGTH,
         allow_blank=True,
         allow_null=True,
@@ -42,13 +41,7 @@ class BotWriteSerializer(ClosedSerializer):
     )
 
     def validate_webhookUrl(self, value: str | None) -> str:
-        if not value:
-            return ""
-        try:
-            URLValidator(schemes=["http", "https"])(value)
-        except DjangoValidationError:
-            raise serializers.ValidationError("Must be an http or https URL.") from None
-        return value
+        return value or ""
 
 
 class MemberCreateSerializer(ClosedSerializer):

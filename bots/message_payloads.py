@@ -1,9 +1,8 @@
 """Message payloads, discriminated by `type`, as the contract's table lists them."""
 
-from typing import Any
+from typing import Any, ClassVar
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from platform_site.api.fields import StrictCharField, StrictChoiceField, StrictNumberField
@@ -14,36 +13,50 @@ def text(**kwargs: Any) -> StrictCharField:
     return StrictCharField(min_length=1, **kwargs)
 
 
+def payload_type(*names: str) -> StrictChoiceField:
+    """The `type` of a payload schema: the names it stands for."""
+    return StrictChoiceField(choices=list(names))
+
+
 class _Payload(ClosedSerializer):
-    type = text()
+    # MessagePayloadField picks the schema by `type`: each one's field says
+    # which types it stands for, as the OpenAPI document's union does.
+    type: ClassVar[StrictChoiceField]
 
 
 class TextPayload(_Payload):
+    type = payload_type("text")
     text = text()
 
 
 class MarkdownPayload(_Payload):
+    type = payload_type("markdown")
     markdown = text()
 
 
 class ImagePayload(_Payload):
+    type = payload_type("image")
     imageUrl = text()
 
 
 class AudioPayload(_Payload):
+    type = payload_type("audio")
     audioUrl = text()
 
 
 class VideoPayload(_Payload):
+    type = payload_type("video")
     videoUrl = text()
 
 
 class FilePayload(_Payload):
+    type = payload_type("file")
     fileUrl = text()
     title = text(required=False)
 
 
 class LocationPayload(_Payload):
+    type = payload_type("location")
     latitude = StrictNumberField(min_value=-90, max_value=90)
     longitude = StrictNumberField(min_value=-180, max_value=180)
     address = text(required=False)
@@ -59,6 +72,7 @@ class CardAction(ClosedSerializer):
 
 
 class CardPayload(_Payload):
+    type = payload_type("card")
     title = text()
     subtitle = text(required=False)
     imageUrl = text(required=False)
@@ -71,16 +85,18 @@ class Option(ClosedSerializer):
 
 
 class ChoicePayload(_Payload):
+    type = payload_type("choice", "dropdown")
     text = text()
     options = Option(many=True)
 
 
 class CardItem(CardPayload):
     # A carousel's items are cards; their `type` may be left out.
-    type = StrictChoiceField(choices=["card"], required=False)  # type: ignore[assignment]
+    type = StrictChoiceField(choices=["card"], required=False)
 
 
 class CarouselPayload(_Payload):
+    type = payload_type("carousel")
     items = CardItem(many=True, allow_empty=False)
 
 
@@ -95,7 +111,7 @@ BLOC_ITEM_TYPES: dict[str, type[_Payload]] = {
 }
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+# Its schema is bots.schema.BlocItemScheme's.
 class BlocItem(serializers.Field):
     """An item of a bloc: `{type, payload: {...}}` as the hosted API's clients
     send it, or the same fields flat beside `type`."""
@@ -125,6 +141,7 @@ class BlocItem(serializers.Field):
 
 
 class BlocPayload(_Payload):
+    type = payload_type("bloc")
     items = serializers.ListField(child=BlocItem(), allow_empty=False)
 
 
@@ -144,7 +161,13 @@ def _validate(schema: type[_Payload], data: dict[str, Any], path: str = "") -> N
         raise serializers.ValidationError({path: serializer.errors} if path else serializer.errors)
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+@extend_schema_field(
+    PolymorphicProxySerializer(
+        component_name="MessagePayload",
+        serializers=dict[str, serializers.Serializer | type[serializers.Serializer]](PAYLOAD_TYPES),
+        resource_type_field_name="type",
+    )
+)
 class MessagePayloadField(serializers.Field):
     """A message payload, checked against the schema its `type` names and kept
     as the client sent it."""

@@ -6,13 +6,20 @@ from rest_framework.response import Response
 from bots.authentication import BotTokenAuthentication
 from bots.permissions import CanReadRuntime, CanWriteEvents
 from bots.principals import bot_principal
-from events.filters import EventFilter
+from events.models import EventStatus
 from events.presenters import event_json
 from events.selectors import event_get, events_list
 from events.serializers import EventCreateSerializer
 from events.services import event_cancel, event_create
 from platform_site.api.pagination import page_request
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import (
+    ERRORS,
+    NEXT_TOKEN,
+    PAGE_SIZE,
+    blank_or,
+    id_pattern,
+    query_id_filter,
+)
 from platform_site.api.views import ApiView
 
 
@@ -22,11 +29,22 @@ class EventCollectionView(ApiView):
 
     @extend_schema(
         summary="Create an event",
+        operation_id="createEvent",
         request=EventCreateSerializer,
         responses={201: OpenApiTypes.OBJECT, **ERRORS},
         parameters=[
-            OpenApiParameter("x-integration-id", str, OpenApiParameter.HEADER),
-            OpenApiParameter("x-integration-alias", str, OpenApiParameter.HEADER),
+            OpenApiParameter(
+                "x-integration-id",
+                {"type": "string", "pattern": blank_or(id_pattern("intg"))},
+                OpenApiParameter.HEADER,
+                description="An integration installed on the bot, which the event records",
+            ),
+            OpenApiParameter(
+                "x-integration-alias",
+                str,
+                OpenApiParameter.HEADER,
+                description="The alias of an integration installed on the bot",
+            ),
         ],
     )
     def post(self, request: Request) -> Response:
@@ -52,7 +70,12 @@ class EventCollectionView(ApiView):
         summary="List the bot's events, newest first",
         operation_id="listEvents",
         parameters=[
-            *(OpenApiParameter(name, str) for name in EventFilter.base_filters),
+            OpenApiParameter("type", {"type": "string", "maxLength": 200}),
+            *(
+                query_id_filter(name, description="Only the events linked to this object")
+                for name in ("conversationId", "userId", "messageId", "workflowId")
+            ),
+            OpenApiParameter("status", {"type": "string", "enum": ["", *EventStatus.values]}),
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
@@ -85,7 +108,9 @@ class ScheduledEventView(ApiView):
     permissions_by_method = {"DELETE": [CanWriteEvents]}
 
     @extend_schema(
-        summary="Cancel a scheduled event", responses={200: OpenApiTypes.OBJECT, **ERRORS}
+        summary="Cancel a scheduled event (400 once it is no longer scheduled)",
+        operation_id="cancelScheduledEvent",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def delete(self, request: Request, event_id: str) -> Response:
         event_cancel(bot=bot_principal(request).bot, event_id=event_id)

@@ -1,15 +1,16 @@
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import URLValidator
+from django.core.validators import RegexValidator
 from django.utils import timezone
 from rest_framework import serializers
 
-from files.content_types import is_media_type
+from files.content_types import MEDIA_TYPE_RE
 from files.models import FILE_KEY_MAX_LENGTH, PassageSubtype, PassageType
 from platform_site.api.fields import (
     TAG_KEY_MAX_LENGTH,
     TAG_VALUE_MAX_LENGTH,
+    HttpUrlField,
     JSONObjectField,
     StrictBooleanField,
     StrictCharField,
@@ -45,30 +46,37 @@ class IndexingSerializer(ClosedSerializer):
 class FileUpsertSerializer(ClosedSerializer):
     key = StrictCharField(min_length=1, max_length=FILE_KEY_MAX_LENGTH)
     size = StrictIntegerField(min_value=0)
-    contentType = StrictCharField(required=False, min_length=3, max_length=200)
+    contentType = StrictCharField(
+        required=False,
+        min_length=3,
+        max_length=200,
+        validators=[
+            RegexValidator(
+                rf"^(?:{MEDIA_TYPE_RE})\Z",
+                message="Must be a media type such as text/plain or application/pdf.",
+            )
+        ],
+    )
     index = StrictBooleanField(required=False, default=False)
     tags = TagsField(required=False, default=dict)
     accessPolicies = serializers.ListField(
         child=StrictChoiceField(choices=ACCESS_POLICIES), required=False, default=list
     )
     metadata = JSONObjectField(required=False, default=dict)
-    expiresAt = TimestampField(required=False)
+    expiresAt = TimestampField(required=False, help_text="Must be in the future")
     indexing = IndexingSerializer(required=False)
     publicContentImmediatelyAccessible = StrictBooleanField(required=False, default=False)
 
-    def validate_size(self, value: int) -> int:
-        if value > settings.FILE_UPLOAD_MAX_SIZE:
-            raise serializers.ValidationError(
-                f"Files are at most {settings.FILE_UPLOAD_MAX_SIZE} bytes on this server."
-            )
-        return value
-
-    def validate_contentType(self, value: str) -> str:
-        if not is_media_type(value):
-            raise serializers.ValidationError(
-                "Must be a media type such as text/plain or application/pdf."
-            )
-        return value
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # The limit is read with each body (and the OpenAPI document): it
+        # follows the setting.
+        fields["size"] = StrictIntegerField(
+            min_value=0,
+            max_value=settings.FILE_UPLOAD_MAX_SIZE,
+            error_messages={"max_value": "Files are at most {max_value} bytes on this server."},
+        )
+        return fields
 
     def validate_accessPolicies(self, value: list[str]) -> list[str]:
         return sorted(set(value))
@@ -86,9 +94,7 @@ class PassageMetaSerializer(ClosedSerializer):
     )
     position = StrictIntegerField(required=False, min_value=0, max_value=2**31 - 1)
     pageNumber = StrictIntegerField(required=False, min_value=1, max_value=2**31 - 1)
-    sourceUrl = StrictCharField(
-        required=False, max_length=2000, validators=[URLValidator(schemes=["http", "https"])]
-    )
+    sourceUrl = HttpUrlField(required=False, max_length=2000)
 
 
 class PassageInputSerializer(ClosedSerializer):
@@ -96,8 +102,18 @@ class PassageInputSerializer(ClosedSerializer):
     meta = PassageMetaSerializer(required=False)
 
 
+_POSITIONED = {"required": ["meta"], "properties": {"meta": {"required": ["position"]}}}
+
+
 class PassagesSetSerializer(ClosedSerializer):
-    passages = PassageInputSerializer(many=True)
+    passages = PassageInputSerializer(
+        many=True, help_text="Positions, when given, are given for all and are distinct"
+    )
+    # Every passage has a meta.position, or none has (distinct ones: no
+    # JSON Schema keyword says that of a property of items).
+    schema_constraints = {
+        "passages": {"anyOf": [{"items": _POSITIONED}, {"items": {"not": _POSITIONED}}]}
+    }
 
     def validate_passages(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         positions = [p["meta"]["position"] for p in value if "position" in p.get("meta", {})]
@@ -115,11 +131,16 @@ class FileMetadataSerializer(ClosedSerializer):
     tags = serializers.DictField(
         child=StrictCharField(max_length=TAG_VALUE_MAX_LENGTH, allow_null=True), required=False
     )
+    schema_constraints = {
+        "tags": {"propertyNames": {"minLength": 1, "maxLength": TAG_KEY_MAX_LENGTH}}
+    }
     metadata = JSONObjectField(required=False)
     accessPolicies = serializers.ListField(
         child=StrictChoiceField(choices=ACCESS_POLICIES), required=False
     )
-    expiresAt = TimestampField(required=False, allow_null=True)
+    expiresAt = TimestampField(
+        required=False, allow_null=True, help_text="Must be in the future; null: never"
+    )
 
     def validate_tags(self, value: dict[str, str | None]) -> dict[str, str | None]:
         for key in value:

@@ -1,5 +1,6 @@
 from typing import Any
 
+from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
@@ -12,6 +13,7 @@ from bots.authentication import BotTokenAuthentication
 from bots.permissions import CanReadRuntime, CanWriteFiles
 from bots.principals import bot_principal
 from files.downloads import content_chunks, file_download_open
+from files.models import FILE_KEY_MAX_LENGTH
 from files.passage_data import PassageData
 from files.presenters import file_json, passage_json
 from files.selectors import file_get, files_list, passages_list
@@ -21,9 +23,40 @@ from files.signed_urls import download_grant, upload_grant
 from files.uploads import file_upload_receive
 from platform_site.api.database import database_release
 from platform_site.api.pagination import page_request
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
 from platform_site.api.tags import tag_filters
 from platform_site.api.views import ApiView
+
+FILE_ID_OR_KEY = OpenApiParameter(
+    "file_id",
+    {"type": "string", "pattern": f"^[^\\x00]{{1,{FILE_KEY_MAX_LENGTH}}}$"},
+    OpenApiParameter.PATH,
+    description="A file id (file_…) or a file key, which may hold slashes",
+)
+SIGNED_TOKEN = OpenApiParameter(
+    "token",
+    {"type": "string", "pattern": r"^[^/\x00]+$"},
+    OpenApiParameter.PATH,
+    description="The signed part of the URL; one altered or expired is 403",
+)
+PASSAGES_LIMIT = OpenApiParameter(
+    "limit",
+    {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": settings.PAGE_SIZE_MAX,
+        "default": settings.PAGE_SIZE_DEFAULT,
+    },
+    description="Passages per page",
+)
+# Not read, so not checked, when `limit` is given: `limit` wins (the
+# extension says so to machines, such as .ci/schemathesis_hooks.py).
+PASSAGES_PAGE_SIZE = OpenApiParameter(
+    "pageSize",
+    PAGE_SIZE.type,
+    description="Passages per page, where no limit is given; ignored (unchecked) beside limit",
+    extensions={"x-ignored-with": "limit"},
+)
 
 
 class FileCollectionView(ApiView):
@@ -59,11 +92,7 @@ class FileCollectionView(ApiView):
     @extend_schema(
         summary="List the bot's files, newest first",
         operation_id="listFiles",
-        parameters=[
-            OpenApiParameter("tags[key]", str, description="Only files with this tag value"),
-            NEXT_TOKEN,
-            PAGE_SIZE,
-        ],
+        parameters=[TAGS, NEXT_TOKEN, PAGE_SIZE],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def get(self, request: Request) -> Response:
@@ -77,6 +106,7 @@ class FileCollectionView(ApiView):
 
 class FileDetailView(ApiView):
     authentication_classes = [BotTokenAuthentication]
+    path_parameters = [FILE_ID_OR_KEY]
     permissions_by_method = {
         "GET": [CanReadRuntime],
         "PUT": [CanWriteFiles],
@@ -107,6 +137,7 @@ class FileDetailView(ApiView):
 
     @extend_schema(
         summary="Delete a file, its passages and its content",
+        operation_id="deleteFile",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def delete(self, request: Request, file_id: str) -> Response:
@@ -126,12 +157,13 @@ def _metadata_changes(data: dict[str, Any]) -> dict[str, Any]:
 
 class FilePassagesView(ApiView):
     authentication_classes = [BotTokenAuthentication]
+    path_parameters = [FILE_ID_OR_KEY]
     permissions_by_method = {"GET": [CanReadRuntime], "PUT": [CanWriteFiles]}
 
     @extend_schema(
         summary="List a file's passages",
         operation_id="listFilePassages",
-        parameters=[OpenApiParameter("limit", int, description="1 to 200, default 20"), NEXT_TOKEN],
+        parameters=[PASSAGES_LIMIT, PASSAGES_PAGE_SIZE, NEXT_TOKEN],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def get(self, request: Request, file_id: str) -> Response:
@@ -145,6 +177,7 @@ class FilePassagesView(ApiView):
 
     @extend_schema(
         summary="Set a file's passages directly",
+        operation_id="setFilePassages",
         request=PassagesSetSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
@@ -172,9 +205,19 @@ class FileUploadView(ApiView):
 
     authentication_classes: list[type] = []
     permissions_by_method = {"PUT": [AllowAny]}
+    path_parameters = [SIGNED_TOKEN]
+    error_statuses = (403, 404)
 
     @extend_schema(
         summary="Upload a file's content (the uploadUrl of PUT /v1/files)",
+        description=(
+            "The raw bytes of the file, with no Authorization header: exactly the `size` the"
+            " file announced, with a Content-Type equal to its `contentType`. Bytes that do"
+            " not fit (or that are not of the type they claim, for formats with a signature)"
+            " fail the upload with the reason (400); the URL can be used again until it"
+            " expires, or until the file is upserted again (403)."
+        ),
+        operation_id="uploadFileContent",
         request={"*/*": OpenApiTypes.BINARY},
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
@@ -195,9 +238,12 @@ class FileDownloadView(ApiView):
 
     authentication_classes: list[type] = []
     permissions_by_method = {"GET": [AllowAny]}
+    path_parameters = [SIGNED_TOKEN]
+    error_statuses = (403, 404)
 
     @extend_schema(
         summary="Download a file's content (its url)",
+        operation_id="downloadFileContent",
         responses={(200, "*/*"): OpenApiTypes.BINARY, **ERRORS},
     )
     def get(self, request: Request, token: str) -> FileResponse:

@@ -20,7 +20,9 @@ class HealthzView(ApiView):
     authentication_classes = []
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="Liveness", responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(
+        summary="Liveness", operation_id="getLiveness", responses={200: OpenApiTypes.OBJECT}
+    )
     def get(self, request: Request) -> Response:
         return Response({"status": "ok"})
 
@@ -31,7 +33,11 @@ class ReadyzView(ApiView):
     authentication_classes = []
     permission_classes = [AllowAny]
 
-    @extend_schema(summary="Readiness", responses={200: OpenApiTypes.OBJECT, 503: ERROR})
+    @extend_schema(
+        summary="Readiness",
+        operation_id="getReadiness",
+        responses={200: OpenApiTypes.OBJECT, 503: ERROR},
+    )
     def get(self, request: Request) -> Response:
         try:
             with connection.cursor() as cursor:

@@ -232,9 +232,9 @@ def test_owner_removes_a_participant(connection, conversation, owner, member):
     assert_error(gone, 403, "Forbidden")
 
 
-def test_removing_the_owner_is_400(connection, conversation, owner):
+def test_removing_the_owner_is_forbidden(connection, conversation, owner):
     response = as_user(connection, owner).delete(url(connection, "/owner"))
-    assert "owner" in assert_error(response, 400, "InvalidPayload")["message"]
+    assert "owns" in assert_error(response, 403, "Forbidden")["message"]
     assert participant_ids(conversation) == {"owner", "team/member"}
 
 

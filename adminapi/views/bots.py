@@ -1,7 +1,7 @@
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -14,7 +14,7 @@ from bots.principals import workspace_principal
 from bots.services import bot_create, bot_delete, bot_update
 from platform_site.api.pagination import page_request
 from platform_site.api.query import validate_query
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
 from platform_site.api.tags import tag_filters
 
 DEFAULT_BOT_NAME = "New bot"
@@ -34,7 +34,7 @@ class BotCollectionView(AdminView):
         operation_id="listBots",
         parameters=[
             BotListQuery,
-            OpenApiParameter("tags[key]", str, description="Only bots with this tag value"),
+            TAGS,
             NEXT_TOKEN,
             PAGE_SIZE,
         ],

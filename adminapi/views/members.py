@@ -52,6 +52,8 @@ class MemberCollectionView(AdminView):
 
 class MyMembershipView(AdminView):
     permissions_by_method = {"GET": [CanReadMembers]}
+    # The caller's membership was removed since their token was checked.
+    error_statuses = (404,)
 
     @extend_schema(
         summary="The caller's own membership",

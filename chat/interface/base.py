@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from chat.authentication import UserKeyAuthentication
 from chat.models import ChatConnection
+from chat.schema import CHAT_PATH_PARAMETERS
 from platform_site.api.errors import ResourceNotFound
 from platform_site.api.views import ApiView
 
@@ -17,6 +18,7 @@ class ChatView(ApiView):
     so that an unknown webhook id is a 404 whatever the credentials."""
 
     authentication_classes = [UserKeyAuthentication]
+    path_parameters = CHAT_PATH_PARAMETERS
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         webhook_id = kwargs["webhook_id"]

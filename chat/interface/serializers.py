@@ -2,37 +2,43 @@
 
 from typing import Any
 
-from django.core.validators import URLValidator
-from rest_framework import serializers
+from django.core.validators import RegexValidator
 
 from bots.message_payloads import MessagePayloadField
-from chat.keys import CHAT_ID_MAX_LENGTH, is_chat_id
-from platform_site.api.fields import JSONObjectField, StrictCharField
+from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
+from platform_site.api.fields import (
+    HttpUrlField,
+    JSONObjectField,
+    ReferenceField,
+    StrictCharField,
+)
 from platform_site.api.serializers import ClosedSerializer
 
-
-def _chat_id_rule(value: str) -> None:
-    if not is_chat_id(value):
-        raise serializers.ValidationError(
-            f"Must be 1 to {CHAT_ID_MAX_LENGTH} letters, digits, '_', '-' or '/'."
-        )
+# A RegexValidator, so that the OpenAPI document states the pattern.
+_CHAT_ID_RULE = RegexValidator(
+    rf"^{CHAT_ID_RE.pattern}\Z",
+    message=f"Must be 1 to {CHAT_ID_MAX_LENGTH} letters, digits, '_', '-' or '/'.",
+)
 
 
 def chat_id_field(**kwargs: Any) -> StrictCharField:
     """A caller-chosen id of a user or conversation."""
-    return StrictCharField(validators=[_chat_id_rule], **kwargs)
+    return StrictCharField(validators=[_CHAT_ID_RULE], **kwargs)
+
+
+def chat_id_reference() -> ReferenceField:
+    """The chat id of a conversation a body names: one that cannot be a chat
+    id names none (400 ReferenceNotFound)."""
+    return ReferenceField(
+        pattern=f"^{CHAT_ID_RE.pattern}$", min_length=1, max_length=CHAT_ID_MAX_LENGTH
+    )
 
 
 class UserProfileSerializer(ClosedSerializer):
     """What a user says about themselves; an empty string clears a field."""
 
     name = StrictCharField(required=False, allow_blank=True, max_length=200)
-    pictureUrl = StrictCharField(
-        required=False,
-        allow_blank=True,
-        max_length=2000,
-        validators=[URLValidator(schemes=["http", "https"])],
-    )
+    pictureUrl = HttpUrlField(required=False, allow_blank=True, max_length=2000)
     profile = StrictCharField(required=False, allow_blank=True, max_length=1000)
 
 
@@ -54,10 +60,10 @@ class ParticipantAddSerializer(ClosedSerializer):
 
 class ChatMessageCreateSerializer(ClosedSerializer):
     payload = MessagePayloadField()
-    conversationId = StrictCharField(min_length=1, max_length=CHAT_ID_MAX_LENGTH)
+    conversationId = chat_id_reference()
     metadata = JSONObjectField(required=False)
 
 
 class ChatEventCreateSerializer(ClosedSerializer):
     payload = JSONObjectField()
-    conversationId = StrictCharField(min_length=1, max_length=CHAT_ID_MAX_LENGTH)
+    conversationId = chat_id_reference()

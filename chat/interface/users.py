@@ -30,6 +30,8 @@ class UserCollectionView(ChatView):
     # No key yet: this is where a client gets one.
     authentication_classes = []
     permissions_by_method = {"POST": [IssuesUserKeys]}
+    # A chat whose operator signs the keys issues none (IssuesUserKeys).
+    error_statuses = (401,)
 
     @extend_schema(
         summary="Create a user and its key",

@@ -8,19 +8,23 @@ from platform_site.api.fields import (
     TAG_KEY_MAX_LENGTH,
     TAGS_MAX_COUNT,
     JSONObjectField,
+    ReferenceField,
     RemovableTagsField,
     StrictCharField,
     StrictChoiceField,
     TagsField,
 )
 from platform_site.api.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
+from platform_site.api.schema import id_pattern
 from platform_site.api.serializers import ClosedSerializer
 
 MESSAGE_ORIGINS = ["synthetic"]
 
 
-def _reference() -> StrictCharField:
-    return StrictCharField(min_length=ID_MIN_LENGTH, max_length=ID_MAX_LENGTH)
+def _reference(*prefixes: str) -> ReferenceField:
+    return ReferenceField(
+        pattern=id_pattern(*prefixes), min_length=ID_MIN_LENGTH, max_length=ID_MAX_LENGTH
+    )
 
 
 class BotMessageCreateSerializer(ClosedSerializer):
@@ -29,8 +33,9 @@ class BotMessageCreateSerializer(ClosedSerializer):
     chat interface's inside it; either is taken, both when they agree."""
 
     payload = JSONObjectField()
-    conversationId = _reference()
-    userId = _reference()
+    conversationId = _reference("conv")
+    # A user of the bot, or the bot itself (bots of the hosted API reply as `ctx.botId`).
+    userId = _reference("user", "bot")
     type = StrictChoiceField(choices=list(PAYLOAD_TYPES), required=False)
     tags = TagsField(required=False, default=dict)
     origin = StrictChoiceField(choices=MESSAGE_ORIGINS, required=False)

@@ -11,6 +11,7 @@ from bots.authentication import BotTokenAuthentication
 from bots.permissions import CanReadChat, CanWriteMessages
 from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
 from bots.principals import bot_principal
+from chat.runtime.filters import PARTICIPANT_IDS_MAX
 from chat.runtime.selectors import (
     conversation_get,
     conversations_list,
@@ -23,10 +24,15 @@ from chat.runtime.serializers import BotMessageCreateSerializer, BotMessageGetOr
 from chat.runtime.services import bot_message_create, bot_message_get_or_create
 from events.services import due_time
 from platform_site.api.pagination import page_request
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import (
+    ERRORS,
+    NEXT_TOKEN,
+    PAGE_SIZE,
+    TAGS,
+    blank_or,
+    query_id_filter,
+)
 from platform_site.api.views import ApiView
-
-TAGS = OpenApiParameter("tags[key]", str, description="Only those with this tag value")
 
 
 class RuntimeChatView(ApiView):
@@ -61,7 +67,7 @@ class MessageCollectionView(RuntimeChatView):
         summary="List the bot's messages, newest first",
         operation_id="listMessages",
         parameters=[
-            OpenApiParameter("conversationId", str, description="Only this conversation's"),
+            query_id_filter("conversationId", description="Only this conversation's"),
             TAGS,
             NEXT_TOKEN,
             PAGE_SIZE,
@@ -141,9 +147,15 @@ class ConversationCollectionView(RuntimeChatView):
         parameters=[
             OpenApiParameter(
                 "participantIds",
-                str,
-                many=True,
-                description="Only conversations that all of these users take part in",
+                {
+                    "type": "array",
+                    "maxItems": PARTICIPANT_IDS_MAX,
+                    "items": {"type": "string", "pattern": blank_or(r"[^\x00]{28,36}")},
+                },
+                description=(
+                    "Only conversations that all of these users take part in (empty values"
+                    " are ignored; `participantIds[]` is taken too)"
+                ),
             ),
             TAGS,
             NEXT_TOKEN,
@@ -187,8 +199,8 @@ class UserCollectionView(RuntimeChatView):
         summary="List the bot's users, newest first",
         operation_id="listUsers",
         parameters=[
-            OpenApiParameter(
-                "conversationId", str, description="Only the participants of this conversation"
+            query_id_filter(
+                "conversationId", description="Only the participants of this conversation"
             ),
             TAGS,
             NEXT_TOKEN,

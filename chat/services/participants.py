@@ -7,7 +7,7 @@ from chat.live.publish import stream_publish
 from chat.presenters import PARTICIPANT_ADDED, PARTICIPANT_REMOVED, participant_stream_json
 from chat.selectors import participant_get
 from chat.services.conversations import owner_only
-from platform_site.api.errors import InvalidPayload, ReferenceNotFound, ResourceNotFound
+from platform_site.api.errors import Forbidden, ReferenceNotFound, ResourceNotFound
 
 
 @transaction.atomic
@@ -36,7 +36,8 @@ def participant_remove(*, actor: User, conversation: Conversation, chat_user_id:
     owner_only(user=actor, conversation=conversation, action="remove participants")
     user = participant_get(conversation=conversation, chat_user_id=chat_user_id)
     if user.id == conversation.owner_id:
-        raise InvalidPayload(
+        # Nobody may: a DELETE has no payload to be invalid (403, not 400).
+        raise Forbidden(
             f"User {user.chat_id!r} owns conversation {conversation.chat_id!r} "
             "and cannot be removed from it"
         )

@@ -1,9 +1,12 @@
 """Serializer fields that take JSON types as they are: DRF's own fields coerce
 (123 becomes "123", "true" becomes True), which the contract calls a wrong type."""
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.validators import URLValidator
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -49,7 +52,8 @@ class StrictNumberField(serializers.FloatField):
         return super().to_internal_value(data)
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+# Stored JSON: the component is added by platform_site.api.schema.
+@extend_schema_field({"$ref": "#/components/schemas/JsonObject"})
 class JSONObjectField(serializers.Field):
     default_error_messages = {"invalid": "Must be a JSON object."}
 
@@ -116,7 +120,14 @@ TAG_VALUE_MAX_LENGTH = 500
 TAGS_MAX_COUNT = 50
 
 
-@extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+@extend_schema_field(
+    {
+        "type": "object",
+        "maxProperties": TAGS_MAX_COUNT,
+        "propertyNames": {"minLength": 1, "maxLength": TAG_KEY_MAX_LENGTH},
+        "additionalProperties": {"type": "string", "maxLength": TAG_VALUE_MAX_LENGTH},
+    }
+)
 class TagsField(serializers.Field):
     """An object of string values, as bots, files and messages carry."""
 
@@ -143,12 +154,79 @@ class TagsField(serializers.Field):
 
 
 @extend_schema_field(
-    {"type": "object", "additionalProperties": {"type": "string", "nullable": True}}
+    {
+        "type": "object",
+        "maxProperties": TAGS_MAX_COUNT,
+        "propertyNames": {"minLength": 1, "maxLength": TAG_KEY_MAX_LENGTH},
+        "additionalProperties": {"type": ["string", "null"], "maxLength": TAG_VALUE_MAX_LENGTH},
+    }
 )
 class RemovableTagsField(TagsField):
-    """Tags where one given as null or "" is one the caller leaves out."""
+    """Tags where one given as null or "" is one the caller leaves out. The
+    names and the count are checked before those are left out: the object as
+    sent holds what a TagsField does, but for null values."""
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
         if isinstance(data, dict):
-            data = {key: value for key, value in data.items() if value not in (None, "")}
+            kept = {key: value for key, value in data.items() if value not in (None, "")}
+            # The names and count of what was sent, left out or not.
+            super().to_internal_value(dict.fromkeys(data, ""))
+            data = kept
         return super().to_internal_value(data)
+
+
+class ReferenceField(StrictCharField):
+    """The id of an object that the request refers to and the service looks
+    up: one that cannot be of `pattern` names nothing, and is refused as any
+    unknown reference is (400 ReferenceNotFound), so only the document states
+    the pattern (platform_site.api.schema)."""
+
+    def __init__(self, *, pattern: str, **kwargs: Any) -> None:
+        self.pattern = pattern
+        super().__init__(**kwargs)
+
+
+# An http(s) URL with a DNS name, localhost, an IPv4 or a bracketed IPv6
+# address, an optional port, and a path, query or fragment of printable
+# ASCII. Django's URLValidator takes more (user:password@, Unicode hosts) in
+# ways that no JSON Schema pattern can state; this one is what the document
+# says, and Django's checks what a pattern cannot (an IPv6 address's groups).
+_IPV4 = r"(?:0|25[0-5]|2[0-4][0-9]|1[0-9]?[0-9]?|[1-9][0-9]?)"
+HTTP_URL_RE = (
+    r"https?://(?:localhost"
+    r"|(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,10}[A-Za-z]{2,63}"
+    rf"|{_IPV4}(?:\.{_IPV4}){{3}}"
+    r"|\[[0-9A-Fa-f:.]{2,45}\])"
+    r"(?::[0-9]{1,5})?(?:[/?#][!-~]*)?"
+)
+HTTP_URL_MAX_LENGTH = 2000
+
+
+class HttpUrlField(StrictCharField):
+    """An http or https URL, of HTTP_URL_RE and also to Django's URLValidator."""
+
+    default_error_messages = {"url": "Must be an http or https URL."}
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("max_length", HTTP_URL_MAX_LENGTH)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        if value and not is_http_url(value):
+            self.fail("url")
+        return value
+
+
+_HTTP_URL = re.compile(HTTP_URL_RE)
+_URL_VALIDATOR = URLValidator(schemes=["http", "https"])
+
+
+def is_http_url(value: str) -> bool:
+    if _HTTP_URL.fullmatch(value) is None:
+        return False
+    try:
+        _URL_VALIDATOR(value)
+    except DjangoValidationError:
+        return False
+    return True

@@ -1,5 +1,5 @@
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -19,7 +19,14 @@ def json_type(value: Any) -> str:
 
 
 class ClosedSerializer(serializers.Serializer):
-    """A request schema that refuses fields it does not declare."""
+    """A request schema that refuses fields it does not declare, and takes
+    exactly one of the fields in `exactly_one_of` when it names some (the
+    OpenAPI document states both: platform_site.api.schema)."""
+
+    exactly_one_of: ClassVar[tuple[str, ...]] = ()
+    # JSON Schema keywords of a field's schema that its validation (a
+    # `validate_<field>` method) implies but drf-spectacular cannot see.
+    schema_constraints: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, Mapping):
@@ -29,4 +36,9 @@ class ClosedSerializer(serializers.Serializer):
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             raise ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+        values = super().to_internal_value(data)
+        if self.exactly_one_of and sum(name in values for name in self.exactly_one_of) != 1:
+            raise ValidationError(
+                {"non_field_errors": [f"Give exactly one of {' or '.join(self.exactly_one_of)}."]}
+            )
+        return values

@@ -1,5 +1,6 @@
 from typing import Any, ClassVar
 
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -19,10 +20,17 @@ class ApiView(APIView):
       served (CORS preflights are answered by their middleware).
     - Each HTTP method names its own permission classes; HEAD is held to
       GET's, and a method that names none is denied.
+
+    For the OpenAPI document (platform_site.api.schema.ApiAutoSchema),
+    `path_parameters` describes path variables that are not ids of the kind
+    their name says, and `error_statuses` the error statuses the view answers
+    beyond those that follow from its shape.
     """
 
     http_method_names = ["get", "post", "put", "patch", "delete", "head"]
     permissions_by_method: ClassVar[dict[str, list[type[BasePermission]]]] = {}
+    path_parameters: ClassVar[list[OpenApiParameter]] = []
+    error_statuses: ClassVar[tuple[int, ...]] = ()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         method = (request.method or "").lower()
