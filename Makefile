@@ -10,7 +10,7 @@ DATA_DIR ?= var
 export DATA_DIR
 export PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 
-.PHONY: run test setup lint check bench clean
+.PHONY: run test test-clients test-schema setup lint check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,20 @@ run: setup
 # PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="-m integration tests/test_delivery_faults.py".
 test: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The official npm clients against a live service (web, worker, beat) on a fresh
+# PostgreSQL database and Redis: needs Node 20 and npm. LIVE_PORT, DATABASE_URL
+# and CELERY_BROKER_URL change where it runs (defaults in .ci/with-live-server);
+# its seed and log go to LIVE_DATA_DIR, away from what `make run` writes.
+LIVE_DATA_DIR ?= $(DATA_DIR)/live
+test-clients: setup
+	cd clients && npm ci --no-audit --no-fund
+	DATA_DIR=$(LIVE_DATA_DIR) .ci/with-live-server node clients/run.mjs
+
+# The OpenAPI document (/v1/openapi.json) against a live service, as above:
+# schemathesis on every operation, valid and invalid data, every check.
+test-schema: setup
+	DATA_DIR=$(LIVE_DATA_DIR) .ci/with-live-server .ci/schemathesis
 
 lint: setup
 	$(BIN)/ruff check .

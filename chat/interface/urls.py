@@ -28,6 +28,9 @@ CONVERSATION = r"conversations/(?P<conversation_id>.+)"
 # Included under chat/<str:webhook_id>/ by chat/urls.py.
 urlpatterns = [
     path("hello", HelloView.as_view(), name="chat-hello"),
+    # @botpress/chat's connect() calls GET {apiUrl}/hello/ (axios baseURL
+    # `…/hello` and get("/")): the same view, left out of the OpenAPI document.
+    path("hello/", HelloView.as_view(schema=None)),
     path("users", UserCollectionView.as_view(), name="chat-users"),
     path("users/me", CurrentUserView.as_view(), name="chat-user-me"),
     path("users/get-or-create", UserGetOrCreateView.as_view(), name="chat-user-get-or-create"),

@@ -60,19 +60,25 @@ class TagEquals(Expression):
         ]
 
 
-_TAG_PARAM = re.compile(r"tags\[(?P<key>[^\]]+)\]")
+# `tags[k]=v`, and `tags.k=v` as the official clients write it (qs with
+# `allowDots`); in the dotted form the key is all that follows `tags.`.
+_TAG_PARAM = re.compile(r"tags(?:\[(?P<key>[^\]]+)\]|\.(?P<dotted_key>.+))")
 
 
 def tag_filters(query: QueryDict) -> dict[str, str]:
-    """`tags[<key>]=<value>` parameters as a mapping; each key at most once."""
+    """`tags[<key>]=<value>` (or `tags.<key>=<value>`) parameters as a
+    mapping; each key at most once."""
     tags: dict[str, str] = {}
     for name, values in query.lists():
         match = _TAG_PARAM.fullmatch(name)
         if match is None:
             continue
+        key = match["key"] or match["dotted_key"]
         if len(values) != 1:
             raise InvalidQuery(f"{name} is given more than once")
-        tags[match["key"]] = values[0]
+        if key in tags:
+            raise InvalidQuery(f"{name} is given more than once (as tags[{key}] and tags.{key})")
+        tags[key] = values[0]
     return tags
 
 
