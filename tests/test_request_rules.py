@@ -112,7 +112,9 @@ def chat(bot) -> ChatConnection:
 
 def test_picture_url_is_held_to_the_pattern(chat):
     response = APIClient().post(
-        f"/chat/{chat.webhook_id}/users", {"pictureUrl": "http://me:pw@example.com/a.png"}, format="json"
+        f"/chat/{chat.webhook_id}/users",
+        {"pictureUrl": "http://me:pw@example.com/a.png"},
+        format="json",
     )
     assert "pictureUrl" in assert_error(response, 400, "InvalidPayload")["message"]
 
