@@ -63,7 +63,10 @@ def scheduled_messages_publish(*, now: datetime, limit: int = PUBLISH_BATCH) -> 
         latest: dict[str, datetime] = {}
         for scheduled in due:
             latest[scheduled.conversation_id] = scheduled.due_at
-        for conversation_id, moment in latest.items():
+        # In the order of their ids, as every process does: two making
+        # messages of the same conversations wait for each other, never
+        # deadlock.
+        for conversation_id, moment in sorted(latest.items()):
             Conversation.objects.filter(pk=conversation_id, updated_at__lt=moment).update(
                 updated_at=moment
             )
