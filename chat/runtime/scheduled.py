@@ -8,6 +8,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Case, DateTimeField, Value, When
+from django.db.models.functions import Greatest
 
 from bots.models import Conversation, Message
 from chat.live.publish import stream_publish
@@ -63,13 +64,16 @@ def scheduled_messages_publish(*, now: datetime, limit: int = PUBLISH_BATCH) -> 
         latest: dict[str, datetime] = {}
         for scheduled in due:
             latest[scheduled.conversation_id] = scheduled.due_at
-        # In the order of their ids, as every process does: two making
+        # Locked in the order of their ids, as every process does: two making
         # messages of the same conversations wait for each other, never
-        # deadlock.
-        for conversation_id, moment in sorted(latest.items()):
-            Conversation.objects.filter(pk=conversation_id, updated_at__lt=moment).update(
-                updated_at=moment
-            )
+        # deadlock (one UPDATE would lock them in whatever order it reads them).
+        conversations = Conversation.objects.filter(pk__in=sorted(latest))
+        list(conversations.select_for_update().order_by("pk").values_list("pk", flat=True))
+        moments = Case(
+            *(When(pk=c, then=Value(moment)) for c, moment in latest.items()),
+            output_field=DateTimeField(),
+        )
+        conversations.update(updated_at=Greatest("updated_at", moments))
         ScheduledMessage.objects.filter(pk__in=[s.id for s in due]).delete()
         for message in messages:
             stream_publish(
