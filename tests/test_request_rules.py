@@ -71,8 +71,10 @@ def test_event_type_filter_is_held_to_its_length_as_sent(runtime_client):
         "http://localhost:8080/hook?x=1#f",
         "http://127.0.0.1:99999/",
         "https://a.b.c.d.example.co/x",
-        "https://a.b.c.d.e.example.com/",  # a cluster's service names run long
+        "https://my-bot.my-namespace.svc.cluster.local:8080/hook",
         "http://[::1]:8080/",  # IPv6
+        "http://[2001:db8::8a2e:370:7334]/",
+        "http://[2001:0db8:0000:0000:0000:ff00:0042:8329]:443/x",
     ],
 )
 def test_http_urls_of_the_documented_pattern(url):
@@ -84,6 +86,11 @@ def test_http_urls_of_the_documented_pattern(url):
     [
         "https://user:secret@example.com/",  # credentials in the URL
         "http://[::g]:8080/",  # not an IPv6 address
+        "http://[.DeC7]:65183",  # nor this (the pattern once took it)
+        "http://[1::2::3]/",
+        "http://[::ffff:192.0.2.1]/",  # an embedded IPv4 address: write it as IPv4
+        "https://a.b.c.d.e.example.com/",  # six labels before the top-level one
+        f"https://{'a' * 40}.example.com/",  # a label over 32 characters
         "https://bücher.example/",  # a Unicode host: send it as xn--…
         "https://example.com/café",  # a non-ASCII path: percent-encode it
         "https://example.com./",  # the root's trailing dot

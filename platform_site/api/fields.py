@@ -190,13 +190,29 @@ class ReferenceField(StrictCharField):
 # address, an optional port, and a path, query or fragment of printable
 # ASCII. Django's URLValidator takes more (user:password@, Unicode hosts) in
 # ways that no JSON Schema pattern can state; this one is what the document
-# says, and Django's checks what a pattern cannot (an IPv6 address's groups).
+# says, and Django's checks the rest. An IPv6 address is held to its whole
+# grammar here (hexadecimal groups only: no embedded IPv4), so that the
+# pattern takes no address that Django refuses.
 _IPV4 = r"(?:0|25[0-5]|2[0-4][0-9]|1[0-9]?[0-9]?|[1-9][0-9]?)"
+_HEXTET = r"[0-9A-Fa-f]{1,4}"
+_IPV6 = (
+    rf"(?:{_HEXTET}:){{7}}{_HEXTET}"
+    rf"|(?:{_HEXTET}:){{1,7}}:"
+    rf"|(?:{_HEXTET}:){{1,6}}:{_HEXTET}"
+    rf"|(?:{_HEXTET}:){{1,5}}(?::{_HEXTET}){{1,2}}"
+    rf"|(?:{_HEXTET}:){{1,4}}(?::{_HEXTET}){{1,3}}"
+    rf"|(?:{_HEXTET}:){{1,3}}(?::{_HEXTET}){{1,4}}"
+    rf"|(?:{_HEXTET}:){{1,2}}(?::{_HEXTET}){{1,5}}"
+    rf"|{_HEXTET}:(?::{_HEXTET}){{1,6}}"
+    rf"|:(?:(?::{_HEXTET}){{1,7}}|:)"
+)
 HTTP_URL_RE = (
     r"https?://(?:localhost"
-    r"|(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,10}[A-Za-z]{2,63}"
+    # Labels of up to 32 characters, up to six: a name within the 253
+    # characters that Django's validator (and DNS) allow.
+    r"|(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?\.){1,5}[A-Za-z]{2,63}"
     rf"|{_IPV4}(?:\.{_IPV4}){{3}}"
-    r"|\[[0-9A-Fa-f:.]{2,45}\])"
+    rf"|\[(?:{_IPV6})\])"
     r"(?::[0-9]{1,5})?(?:[/?#][!-~]*)?"
 )
 HTTP_URL_MAX_LENGTH = 2000
