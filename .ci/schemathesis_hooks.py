@@ -7,6 +7,10 @@ stated reason (`filter_failure`):
   never refused as malformed (400). A few refusals depend not on the request's
   shape but on what the server holds or on the clock, which no JSON Schema can
   state (the document says them in words): STATE_REFUSALS.
+  And in stateful runs, schemathesis feeds a value seen in one response to
+  another operation's parameter (a member's `id` to a `workspace_id`, say)
+  without checking it against that parameter's schema: a request whose path
+  does not keep to the document is not held against the server.
 - `negative_data_rejection` holds that a request the document calls invalid is
   refused. Query values travel as strings, and unknown query parameters are
   ignored (the contract says so), so some invalid queries that schemathesis
@@ -145,9 +149,20 @@ def _query_is_valid_as_sent(case: Any, response: Any) -> bool:
     return True
 
 
+def _path_keeps_to_document(case: Any) -> bool:
+    values = case.path_parameters or {}
+    for parameter in case.operation.definition.raw.get("parameters", []):
+        name = parameter.get("name")
+        if parameter.get("in") != "path" or name not in values:
+            continue
+        if not jsonschema_rs.validator_for(parameter.get("schema", {})).is_valid(values[name]):
+            return False
+    return True
+
+
 def _dropped(failure: Any, case: Any, response: Any) -> bool:
     if isinstance(failure, RejectedPositiveData):
-        return _refused_for_state(case, response)
+        return _refused_for_state(case, response) or not _path_keeps_to_document(case)
     if isinstance(failure, AcceptedNegativeData):
         return _query_is_valid_as_sent(case, response)
     return False

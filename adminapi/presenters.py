@@ -1,7 +1,9 @@
 """The JSON of the admin API's objects."""
 
+import json
 from typing import Any
 
+from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
 from adminapi.bot_logs import LOG_LEVELS
 from bots.models import AuditRecord, Bot, Membership
 from events.models import AttemptOutcome, DeliveryAttempt
@@ -25,7 +27,9 @@ def bot_json(bot: Bot) -> dict[str, Any]:
     body = bot_summary_json(bot)
     body["dev"] = bot.dev
     if bot.webhook_url:
-        body["webhookUrl"] = bot.webhook_url
+        # `url` as the hosted API's requests name it; `webhookUrl` for this
+        # service's earlier callers.
+        body["url"] = body["webhookUrl"] = bot.webhook_url
     body["integrations"] = {
         installation.alias: {
             "id": installation.integration.id,
@@ -39,6 +43,8 @@ def bot_json(bot: Bot) -> dict[str, Any]:
 
 
 def member_json(membership: Membership) -> dict[str, Any]:
+    """The hosted API's workspace member, exactly: it has no `updatedAt`, and
+    no `profilePicture`, as accounts here have none."""
     account = membership.account
     body: dict[str, Any] = {
         "id": membership.id,
@@ -46,7 +52,6 @@ def member_json(membership: Membership) -> dict[str, Any]:
         "email": account.email,
         "role": membership.role,
         "createdAt": format_timestamp(membership.created_at),
-        "updatedAt": format_timestamp(membership.updated_at),
     }
     display_name = account.get_full_name()
     if display_name:
@@ -55,21 +60,34 @@ def member_json(membership: Membership) -> dict[str, Any]:
 
 
 def audit_record_json(record: AuditRecord) -> dict[str, Any]:
+    """The hosted API's audit record: `value` is what changed, as a JSON object
+    in a string, and the client's address is not shown."""
     body: dict[str, Any] = {
         "id": record.id,
-        "createdAt": format_timestamp(record.created_at),
-        "workspaceId": record.workspace_id,
-        "action": record.action,
-        "actorEmail": record.actor_label,
-        "targetType": record.target_type,
-        "targetId": record.target_id,
-        "changes": record.changes,
+        "recordedAt": format_timestamp(record.created_at),
+        "userId": None if record.actor_id is None else str(record.actor_id),
+        "resourceId": record.target_id or None,
+        "action": HOSTED_AUDIT_ACTIONS.get(record.action, "UNKNOWN"),
     }
-    if record.actor_id is not None:
-        body["actorId"] = str(record.actor_id)
-    if record.client_ip:
-        body["clientIp"] = record.client_ip
+    if record.actor_label:
+        body["userEmail"] = record.actor_label
+    name = _resource_name(record)
+    if name is not None:
+        body["resourceName"] = name
+    if record.changes:
+        body["value"] = json.dumps(record.changes, ensure_ascii=False, sort_keys=True)
     return body
+
+
+def _resource_name(record: AuditRecord) -> str | None:
+    """The bot's name (its new one, when renamed) or the member's account, as
+    the record kept it."""
+    changes = record.changes if isinstance(record.changes, dict) else {}
+    key = {"member": "account", "bot": "name"}.get(record.target_type)
+    name = changes.get(key) if key else None
+    if isinstance(name, dict):
+        name = name.get("to")
+    return name if isinstance(name, str) and name else None
 
 
 _LEVELS = {outcome: level for level, outcome in LOG_LEVELS.items()}

@@ -2,6 +2,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
 from adminapi.bot_logs import LOG_LEVELS
 from bots.models import AuditAction, Role
 from platform_site.api.fields import (
@@ -27,34 +28,67 @@ class BotListQuery(serializers.Serializer):
 
 
 class BotWriteSerializer(ClosedSerializer):
-    """The body of a create and of an update: an update changes the fields it names."""
+    """The body of a create and of an update: an update changes the fields it
+    names. The webhook URL is `url`, as the hosted API names it, or
+    `webhookUrl`, as this service first did: not both at once."""
+
+    at_most_one_of = ("url", "webhookUrl")
 
     name = StrictCharField(min_length=1, max_length=BOT_NAME_MAX_LENGTH, required=False)
     tags = TagsField(required=False)
     dev = StrictBooleanField(required=False)
+    url = HttpUrlField(
+        max_length=WEBHOOK_URL_MAX_LENGTH,
+        allow_blank=True,
+        allow_null=True,
+        required=False,
+        help_text='The webhook URL, http or https; "" or null clears it.',
+    )
     webhookUrl = HttpUrlField(
         max_length=WEBHOOK_URL_MAX_LENGTH,
         allow_blank=True,
         allow_null=True,
         required=False,
-        help_text='An http or https URL; "" or null clears it.',
+        help_text="The same as url, under this service's first name for it: send one of them.",
     )
+
+    def validate_url(self, value: str | None) -> str:
+        return value or ""
 
     def validate_webhookUrl(self, value: str | None) -> str:
         return value or ""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """`webhookUrl`, under either name."""
+        if "url" in attrs:
+            attrs["webhookUrl"] = attrs.pop("url")
+        return attrs
 
 
 class MemberCreateSerializer(ClosedSerializer):
     email = serializers.EmailField(max_length=EMAIL_MAX_LENGTH)
     role = StrictChoiceField(choices=Role.values)
+    sendEmail = StrictBooleanField(
+        required=False,
+        help_text="Taken for the hosted API's clients, and ignored: this service sends no e-mail.",
+    )
 
 
 class MemberUpdateSerializer(ClosedSerializer):
-    role = StrictChoiceField(choices=Role.values)
+    role = StrictChoiceField(
+        choices=Role.values,
+        required=False,
+        help_text="Left out, nothing changes and the member is answered as it is.",
+    )
 
 
 class AuditRecordQuery(serializers.Serializer):
-    action = StrictChoiceField(choices=AuditAction.values, required=False)
+    action = StrictChoiceField(
+        choices=[*AuditAction.values, *sorted(set(HOSTED_AUDIT_ACTIONS.values()))],
+        required=False,
+        help_text="This service's name of an action (bot.updated), or the hosted API's"
+        " (UPDATE_BOT), which may name several.",
+    )
     actorId = serializers.RegexField(
         r"^[0-9]{1,18}$",
         required=False,

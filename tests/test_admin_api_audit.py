@@ -1,29 +1,23 @@
 """GET /v1/admin/workspaces/{id}/audit-records: the record's shape, newest
 first, keyset pages, filters, and only the caller's workspace."""
 
+import json
 from typing import Any
 
 import pytest
 
+from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
 from bots.audit import PLATFORM, Actor
-from bots.models import AuditRecord, Role
-from bots.services import bot_create, bot_update
+from bots.models import AuditAction, AuditRecord, Role
+from bots.services import bot_create, bot_signing_secret_rotate, bot_update
 from bots.tokens import access_token_create
 from tests.conftest import admin_api, assert_error
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory, token_for
 
 pytestmark = pytest.mark.django_db
 
-RECORD_KEYS = {
-    "id",
-    "createdAt",
-    "workspaceId",
-    "action",
-    "actorEmail",
-    "targetType",
-    "targetId",
-    "changes",
-}
+# The hosted API's audit record, as its client types it.
+RECORD_KEYS = {"id", "recordedAt", "userId", "userEmail", "resourceId", "action"}
 
 
 def url(workspace_id: str) -> str:
@@ -44,12 +38,12 @@ def listing(client: Any, workspace: Any, **query: Any) -> dict[str, Any]:
     response = client.get(url(workspace.id), query)
     assert response.status_code == 200, response.content
     body = response.json()
-    assert set(body) == {"auditRecords", "meta"}
+    assert set(body) == {"records", "meta"}
     return body
 
 
 def ids(body: dict[str, Any]) -> list[str]:
-    return [r["id"] for r in body["auditRecords"]]
+    return [r["id"] for r in body["records"]]
 
 
 def make_records(workspace: Any, count: int, actor: Actor = PLATFORM) -> list[AuditRecord]:
@@ -64,24 +58,59 @@ def test_a_record_written_through_the_api(client, workspace, manager):
     response = client.post("/v1/admin/bots", {"name": "Audited"}, format="json")
     assert response.status_code == 201, response.content
     bot_id = response.json()["bot"]["id"]
-    (record,) = listing(client, workspace)["auditRecords"]
-    assert set(record) == RECORD_KEYS | {"actorId", "clientIp"}
+    (record,) = listing(client, workspace)["records"]
+    assert set(record) == RECORD_KEYS | {"resourceName", "value"}
     assert record["id"].startswith("audit_")
-    assert record["createdAt"].endswith("Z")
-    assert record["workspaceId"] == workspace.id
-    assert record["action"] == "bot.created"
-    assert record["actorId"] == str(manager.account.pk)
-    assert record["actorEmail"] == manager.account.email
-    assert (record["targetType"], record["targetId"]) == ("bot", bot_id)
-    assert record["clientIp"] == "127.0.0.1"
-    assert record["changes"]["name"] == {"from": None, "to": "Audited"}
+    assert record["recordedAt"].endswith("Z")
+    assert record["action"] == "CREATE_BOT"
+    assert record["userId"] == str(manager.account.pk)
+    assert record["userEmail"] == manager.account.email
+    assert (record["resourceId"], record["resourceName"]) == (bot_id, "Audited")
+    assert json.loads(record["value"])["name"] == {"from": None, "to": "Audited"}
 
 
-def test_a_record_of_the_platform_has_no_actor_or_address(client, workspace):
+def test_a_record_of_the_platform_has_no_user(client, workspace):
     make_records(workspace, 1)
-    (record,) = listing(client, workspace)["auditRecords"]
+    (record,) = listing(client, workspace)["records"]
+    assert set(record) == RECORD_KEYS | {"resourceName", "value"}
+    assert (record["userId"], record["userEmail"]) == (None, "platform")
+
+
+def test_a_record_without_changes_has_no_value(client, workspace):
+    AuditRecord.objects.create(
+        workspace=workspace,
+        actor_label="platform",
+        action=AuditAction.BOT_SECRET_ROTATED,
+        target_type="bot",
+        target_id="bot_01J0000000000000000000000X",
+    )
+    (record,) = listing(client, workspace)["records"]
     assert set(record) == RECORD_KEYS
-    assert record["actorEmail"] == "platform"
+    assert record["action"] == "UPDATE_BOT"
+
+
+def test_every_action_has_a_hosted_name():
+    assert set(HOSTED_AUDIT_ACTIONS) == set(AuditAction.values)
+    assert HOSTED_AUDIT_ACTIONS[AuditAction.TOKEN_CREATED] == "UNKNOWN"
+
+
+def test_member_records_name_the_account(client, workspace, manager):
+    owner = MembershipFactory(workspace=workspace, role=Role.OWNER)
+    owners = admin_api(token_for(owner.account), workspace.id)
+    members = "/v1/admin/workspace-members"
+    added = owners.post(members, {"email": "ann@example.test", "role": "viewer"}, format="json")
+    assert added.status_code == 201, added.content
+    member_id = added.json()["id"]
+    owners.put(f"{members}/{member_id}", {"role": "developer"}, format="json")
+    owners.delete(f"{members}/{member_id}")
+    records = [r for r in listing(client, workspace)["records"] if r["resourceId"] == member_id]
+    assert [r["action"] for r in records] == [
+        "REMOVE_WORKSPACE_MEMBER",
+        "UPDATE_WORKSPACE_MEMBER",
+        "ADD_WORKSPACE_MEMBER",
+    ]
+    assert {r["resourceName"] for r in records} == {"ann@example.test"}
+    assert {r["userId"] for r in records} == {str(owner.account.pk)}
 
 
 def test_newest_first_and_paged(client, workspace):
@@ -131,10 +160,21 @@ def test_filter_by_action_and_actor(client, workspace):
     assert sorted(ids(listing(client, workspace, action="bot.created"))) == sorted(created)
     body = listing(client, workspace, actorId=str(bob.account.pk))
     assert sorted(ids(body)) == sorted(r.id for r in by_bob)
-    assert {r["clientIp"] for r in body["auditRecords"]} == {"10.0.0.2"}
+    assert {r["userId"] for r in body["records"]} == {str(bob.account.pk)}
     both = listing(client, workspace, actorId=str(alice.account.pk), action="bot.updated")
-    assert len(both["auditRecords"]) == 2
-    assert listing(client, workspace, action="member.removed")["auditRecords"] == []
+    assert len(both["records"]) == 2
+    assert listing(client, workspace, action="member.removed")["records"] == []
+
+
+def test_filter_by_a_hosted_action_name(client, workspace):
+    records = make_records(workspace, 3)
+    bot = bot_create(workspace=workspace, name="Rotated")
+    bot_signing_secret_rotate(bot=bot)
+    updates = [r.id for r in records if r.action == "bot.updated"]
+    rotated = AuditRecord.objects.get(action=AuditAction.BOT_SECRET_ROTATED).id
+    body = listing(client, workspace, action="UPDATE_BOT")
+    assert sorted(ids(body)) == sorted([*updates, rotated])
+    assert {r["action"] for r in body["records"]} == {"UPDATE_BOT"}
 
 
 def test_a_token_of_a_filtered_list_is_no_position_in_another(client, workspace):
@@ -149,6 +189,9 @@ def test_a_token_of_a_filtered_list_is_no_position_in_another(client, workspace)
     [
         {"action": "bot.exploded"},
         {"action": ""},
+        {"action": "update_bot"},
+        # A hosted name of nothing this service records.
+        {"action": "DEPLOY_BOT"},
         {"actorId": "abc"},
         {"actorId": "-1"},
         {"actorId": "9" * 40},
@@ -187,4 +230,4 @@ def test_list_query_count(client, workspace, django_assert_num_queries):
     listing(client, workspace)  # the token's first use is recorded, once
     # credentials (token, account, membership in one), records
     with django_assert_num_queries(2):
-        assert len(listing(client, workspace)["auditRecords"]) == 5
+        assert len(listing(client, workspace)["records"]) == 5

@@ -75,6 +75,7 @@ def test_get_a_bot_with_everything_set(client, workspace):
         "tags",
         "dev",
         "deployedAt",
+        "url",
         "webhookUrl",
         "integrations",
     }
@@ -83,7 +84,7 @@ def test_get_a_bot_with_everything_set(client, workspace):
     assert body["tags"] == {"env": "prod"}
     assert body["dev"] is True
     assert body["deployedAt"] == "2026-03-04T05:06:07.891Z"
-    assert body["webhookUrl"] == "https://hooks.example.test/in"
+    assert body["url"] == body["webhookUrl"] == "https://hooks.example.test/in"
     assert body["integrations"]["sales"] == {
         "id": crm.id,
         "name": "crm",
@@ -97,7 +98,7 @@ def test_get_a_bot_with_everything_set(client, workspace):
 def test_optional_fields_that_are_not_set_are_left_out(client, workspace):
     bot = BotFactory(workspace=workspace)
     body = bot_of(client.get(f"{URL}/{bot.id}"))
-    assert "webhookUrl" not in body and "deployedAt" not in body
+    assert not {"url", "webhookUrl", "deployedAt"} & set(body)
     assert body["integrations"] == {}
     assert body["dev"] is False
 
@@ -133,17 +134,18 @@ def test_create_with_defaults(client, workspace):
     assert body["id"] == bot.id and bot.workspace_id == workspace.id
     assert body["name"] == bot.name == "New bot"
     assert body["tags"] == {} and body["dev"] is False and body["integrations"] == {}
-    assert "webhookUrl" not in body and "deployedAt" not in body
+    assert not {"url", "webhookUrl", "deployedAt"} & set(body)
 
 
-def test_create_with_every_field(client):
+@pytest.mark.parametrize("url_name", ["url", "webhookUrl"])
+def test_create_with_every_field(client, url_name):
     body = create(
         client,
         {
             "name": "Sales",
             "tags": {"team": "sales"},
             "dev": True,
-            "webhookUrl": "http://localhost:8080/hook",
+            url_name: "http://localhost:8080/hook",
         },
     )
     bot = Bot.objects.get(pk=body["id"])
@@ -153,7 +155,7 @@ def test_create_with_every_field(client):
         True,
         "http://localhost:8080/hook",
     )
-    assert body["webhookUrl"] == "http://localhost:8080/hook"
+    assert body["url"] == body["webhookUrl"] == "http://localhost:8080/hook"
     assert bot_of(client.get(f"{URL}/{bot.id}")) == body
 
 
@@ -185,6 +187,18 @@ BAD_BODIES = [
     pytest.param({"webhookUrl": "https://"}, id="URL without host"),
     pytest.param({"webhookUrl": "https://example.test/" + "a" * 2000}, id="URL too long"),
     pytest.param({"webhookUrl": 42}, id="URL a number"),
+    pytest.param({"url": "ftp://example.test/hook"}, id="url: ftp URL"),
+    pytest.param({"url": "not a url"}, id="url: not a URL"),
+    pytest.param({"url": 42}, id="url: a number"),
+    pytest.param({"url": "https://example.test/" + "a" * 2000}, id="url: too long"),
+    pytest.param(
+        {"url": "https://a.example.test", "webhookUrl": "https://a.example.test"},
+        id="url and webhookUrl",
+    ),
+    pytest.param(
+        {"url": None, "webhookUrl": "https://a.example.test"}, id="url null and webhookUrl"
+    ),
+    pytest.param({"description": "hosted field this service does not keep"}, id="description"),
     pytest.param([{"name": "x"}], id="array body"),
 ]
 
@@ -201,11 +215,19 @@ def test_create_with_malformed_json_is_invalid_payload(client):
     assert_error(response, 400, "InvalidPayload")
 
 
-def test_the_message_names_the_bad_field(client):
+@pytest.mark.parametrize("url_name", ["url", "webhookUrl"])
+def test_the_message_names_the_bad_field(client, url_name):
+    body = assert_error(client.post(URL, {url_name: "nope"}, format="json"), 400, "InvalidPayload")
+    assert url_name in body["message"]
+
+
+def test_both_names_of_the_url_at_once_are_refused_by_name(client):
     body = assert_error(
-        client.post(URL, {"webhookUrl": "nope"}, format="json"), 400, "InvalidPayload"
+        client.post(URL, {"url": "https://a.test", "webhookUrl": "https://b.test"}, format="json"),
+        400,
+        "InvalidPayload",
     )
-    assert "webhookUrl" in body["message"]
+    assert "url" in body["message"] and "webhookUrl" in body["message"]
 
 
 # --- update -----------------------------------------------------------------------
@@ -229,11 +251,26 @@ def test_update_changes_only_the_named_fields(client, workspace, membership):
     }
 
 
-@pytest.mark.parametrize("cleared", ["", None])
-def test_update_clears_the_webhook(client, workspace, cleared):
+@pytest.mark.parametrize("url_name", ["url", "webhookUrl"])
+def test_update_sets_the_webhook_under_either_name(client, workspace, url_name):
     bot = BotFactory(workspace=workspace, webhook_url="https://a.example.test")
-    body = bot_of(client.put(f"{URL}/{bot.id}", {"webhookUrl": cleared}, format="json"))
-    assert "webhookUrl" not in body
+    body = bot_of(
+        client.put(f"{URL}/{bot.id}", {url_name: "https://b.example.test"}, format="json")
+    )
+    assert body["url"] == body["webhookUrl"] == "https://b.example.test"
+    bot.refresh_from_db()
+    assert bot.webhook_url == "https://b.example.test"
+    assert bot_records().get().changes == {
+        "webhook_url": {"from": "https://a.example.test", "to": "https://b.example.test"}
+    }
+
+
+@pytest.mark.parametrize("url_name", ["url", "webhookUrl"])
+@pytest.mark.parametrize("cleared", ["", None])
+def test_update_clears_the_webhook(client, workspace, cleared, url_name):
+    bot = BotFactory(workspace=workspace, webhook_url="https://a.example.test")
+    body = bot_of(client.put(f"{URL}/{bot.id}", {url_name: cleared}, format="json"))
+    assert not {"url", "webhookUrl"} & set(body)
     bot.refresh_from_db()
     assert bot.webhook_url == ""
 

@@ -178,6 +178,44 @@ def test_a_schedule_is_one_of_its_fields(document):
     assert schedule["properties"]["delay"]["minimum"] == 0
 
 
+def test_a_bot_takes_its_webhook_url_under_one_name_at_most(document):
+    bot = document["components"]["schemas"]["BotWrite"]
+    assert {"url", "webhookUrl"} <= set(bot["properties"])
+    assert bot["not"] == {"anyOf": [{"required": ["url", "webhookUrl"]}]}
+
+
+@pytest.mark.parametrize(
+    ("operation_id", "status", "component"),
+    [
+        ("listWorkspaceMembers", "200", "WorkspaceMemberList"),
+        ("getWorkspaceMember", "200", "WorkspaceMember"),
+        ("createWorkspaceMember", "201", "WorkspaceMember"),
+        ("updateWorkspaceMember", "200", "WorkspaceMember"),
+        ("getAuditRecords", "200", "AuditRecordList"),
+        ("listBots", "200", "BotList"),
+        ("getBot", "200", "BotAnswer"),
+        ("createBot", "201", "BotAnswer"),
+        ("updateBot", "200", "BotAnswer"),
+    ],
+)
+def test_admin_answers_are_documented_as_the_hosted_client_types_them(
+    document, operation_id, status, component
+):
+    (operation,) = [op for _, _, op in operations(document) if op["operationId"] == operation_id]
+    schema = operation["responses"][status]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": f"#/components/schemas/{component}"}
+
+
+def test_a_member_and_an_audit_record_have_the_hosted_fields(document):
+    schemas = document["components"]["schemas"]
+    member = schemas["WorkspaceMember"]
+    assert set(member["required"]) == {"id", "email", "createdAt", "role"}
+    assert {"userId", "displayName"} <= set(member["properties"])
+    record = schemas["AuditRecord"]
+    assert set(record["required"]) == {"id", "recordedAt", "userId", "resourceId", "action"}
+    assert "UNKNOWN" in record["properties"]["action"]["enum"]
+
+
 def test_message_payloads_are_a_union_on_their_type(document):
     union = document["components"]["schemas"]["MessagePayload"]
     assert union["discriminator"]["propertyName"] == "type"

@@ -1,10 +1,10 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from adminapi.audit_records import audit_records_list, audit_workspace_check
 from adminapi.presenters import audit_record_json
+from adminapi.schema import AuditRecordListSerializer
 from adminapi.serializers import AuditRecordQuery
 from adminapi.views.base import AdminView
 from bots.permissions import CanReadAudit
@@ -19,9 +19,9 @@ class AuditRecordCollectionView(AdminView):
 
     @extend_schema(
         summary="List the workspace's audit records, newest first",
-        operation_id="listAuditRecords",
+        operation_id="getAuditRecords",
         parameters=[AuditRecordQuery, NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: AuditRecordListSerializer, **ERRORS},
     )
     def get(self, request: Request, workspace_id: str) -> Response:
         workspace = workspace_principal(request).workspace
@@ -35,5 +35,5 @@ class AuditRecordCollectionView(AdminView):
             actor_id=None if actor_id is None else int(actor_id),
         )
         return Response(
-            {"auditRecords": [audit_record_json(r) for r in page.items], "meta": page.meta()}
+            {"records": [audit_record_json(r) for r in page.items], "meta": page.meta()}
         )

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 
 from adminapi.bots import bot_get, bots_list
 from adminapi.presenters import bot_json, bot_summary_json
+from adminapi.schema import BotAnswerSerializer, BotListSerializer
 from adminapi.serializers import BotListQuery, BotWriteSerializer
 from adminapi.views.base import AdminView, request_actor
 from bots.permissions import CanReadBots, CanWriteBots
@@ -38,7 +39,7 @@ class BotCollectionView(AdminView):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: BotListSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
         principal = workspace_principal(request)
@@ -60,7 +61,7 @@ class BotCollectionView(AdminView):
         summary="Create a bot",
         operation_id="createBot",
         request=BotWriteSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+        responses={201: BotAnswerSerializer, **ERRORS},
     )
     def post(self, request: Request) -> Response:
         serializer = BotWriteSerializer(data=request.data)
@@ -83,7 +84,7 @@ class BotDetailView(AdminView):
     @extend_schema(
         summary="Get a bot",
         operation_id="getBot",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: BotAnswerSerializer, **ERRORS},
     )
     def get(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(
@@ -97,7 +98,7 @@ class BotDetailView(AdminView):
         summary="Update a bot: the fields the body names",
         operation_id="updateBot",
         request=BotWriteSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: BotAnswerSerializer, **ERRORS},
     )
     def put(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(

@@ -5,6 +5,7 @@ from rest_framework.response import Response
 
 from adminapi.members import member_invite, members_list, membership_get, membership_of
 from adminapi.presenters import member_json
+from adminapi.schema import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
 from adminapi.views.base import AdminView, request_actor
 from bots.members import member_remove, member_role_change
@@ -21,7 +22,7 @@ class MemberCollectionView(AdminView):
         summary="List the workspace's members, oldest first",
         operation_id="listWorkspaceMembers",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: WorkspaceMemberListSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
         page = members_list(
@@ -34,7 +35,7 @@ class MemberCollectionView(AdminView):
         summary="Add a member by e-mail address (only an owner adds an owner)",
         operation_id="createWorkspaceMember",
         request=MemberCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS, 409: ERROR},
+        responses={201: WorkspaceMemberSerializer, **ERRORS, 409: ERROR},
     )
     def post(self, request: Request) -> Response:
         principal = workspace_principal(request)
@@ -47,7 +48,7 @@ class MemberCollectionView(AdminView):
             actor=request_actor(request),
             acting_role=principal.role,
         )
-        return Response({"member": member_json(membership)}, status=201)
+        return Response(member_json(membership), status=201)
 
 
 class MyMembershipView(AdminView):
@@ -57,13 +58,13 @@ class MyMembershipView(AdminView):
 
     @extend_schema(
         summary="The caller's own membership",
-        operation_id="getMyWorkspaceMember",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        operation_id="getWorkspaceMember",
+        responses={200: WorkspaceMemberSerializer, **ERRORS},
     )
     def get(self, request: Request) -> Response:
         principal = workspace_principal(request)
         membership = membership_of(workspace=principal.workspace, account=principal.token.account)
-        return Response({"member": member_json(membership)})
+        return Response(member_json(membership))
 
 
 class MemberDetailView(AdminView):
@@ -73,20 +74,22 @@ class MemberDetailView(AdminView):
         summary="Change a member's role (a workspace keeps an owner; only an owner makes one)",
         operation_id="updateWorkspaceMember",
         request=MemberUpdateSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: WorkspaceMemberSerializer, **ERRORS},
     )
     def put(self, request: Request, member_id: str) -> Response:
         principal = workspace_principal(request)
         membership = membership_get(workspace=principal.workspace, member_id=member_id)
         serializer = MemberUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        membership = member_role_change(
-            membership=membership,
-            role=serializer.validated_data["role"],
-            actor=request_actor(request),
-            acting_role=principal.role,
-        )
-        return Response({"member": member_json(membership)})
+        role = serializer.validated_data.get("role")
+        if role is not None:
+            membership = member_role_change(
+                membership=membership,
+                role=role,
+                actor=request_actor(request),
+                acting_role=principal.role,
+            )
+        return Response(member_json(membership))
 
     @extend_schema(
         summary="Remove a member (a workspace keeps an owner; only an owner removes one)",

@@ -1,5 +1,6 @@
 // @botpress/client on the admin API: bots (listBots and its iterator,
-// getBot, createBot, updateBot, deleteBot) and the typed errors it raises.
+// getBot, createBot, updateBot, deleteBot, with the webhook URL as the
+// client's `url`) and the typed errors it raises.
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import {
@@ -51,6 +52,25 @@ describe('admin bots', { timeout: 60_000 }, () => {
     await rejectsWith(() => client.getBot({ id: bot.id }), ResourceNotFoundError, 404)
     const after = await client.list.bots({}).collect()
     assert.ok(!after.some((b) => b.id === bot.id))
+  })
+
+  it("sets, changes and clears the bot's webhook URL as the client's url", async () => {
+    const { bot } = await client.createBot({ name: unique('Hooked bot'), url: 'https://hooks.example.test/in' })
+    assert.equal(bot.url, 'https://hooks.example.test/in')
+    assert.equal((await client.getBot({ id: bot.id })).bot.url, 'https://hooks.example.test/in')
+
+    const { bot: moved } = await client.updateBot({ id: bot.id, url: 'http://localhost:8080/hook' })
+    assert.equal(moved.url, 'http://localhost:8080/hook')
+    assert.equal(moved.name, bot.name, 'what the update does not name stays')
+
+    const { bot: cleared } = await client.updateBot({ id: bot.id, url: null })
+    assert.equal(cleared.url, undefined, 'a bot without a webhook has no url')
+    await client.updateBot({ id: bot.id, url: 'https://hooks.example.test/again' })
+    assert.equal((await client.updateBot({ id: bot.id, url: '' })).bot.url, undefined)
+
+    await rejectsWith(() => client.updateBot({ id: bot.id, url: 'ftp://example.test/hook' }), InvalidPayloadError, 400)
+    await rejectsWith(() => client.createBot({ name: 'x', url: 'not a url' }), InvalidPayloadError, 400)
+    await client.deleteBot({ id: bot.id })
   })
 
   it('filters on tags and dev, newest first, page by page', async () => {

@@ -8,7 +8,8 @@ what they cannot say by themselves:
   each id in its path, and every error status it can answer, all with the one
   error body;
 - ClosedSerializerScheme: request bodies are closed (`additionalProperties:
-  false`), and a serializer's `exactly_one_of` is a `oneOf`;
+  false`), a serializer's `exactly_one_of` is a `oneOf` and its
+  `at_most_one_of` a `not` of any two;
 - postprocess_schema: no string may hold NUL (PostgreSQL stores none), and
   free-form JSON is JSON that can be stored.
 """
@@ -291,9 +292,16 @@ def closed_schema(serializer: Any, schema: dict[str, Any]) -> dict[str, Any]:
     one_of = getattr(serializer, "exactly_one_of", ())
     if one_of:
         schema["oneOf"] = [{"required": [name]} for name in one_of]
+    at_most_one = getattr(serializer, "at_most_one_of", ())
+    if at_most_one:
+        schema["not"] = {"anyOf": [{"required": list(pair)} for pair in _pairs(at_most_one)]}
     for name, constraints in getattr(serializer, "schema_constraints", {}).items():
         properties[name].update(constraints)
     return schema
+
+
+def _pairs(names: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
 
 
 class ReferenceFieldScheme(OpenApiSerializerFieldExtension):

@@ -19,11 +19,13 @@ def json_type(value: Any) -> str:
 
 
 class ClosedSerializer(serializers.Serializer):
-    """A request schema that refuses fields it does not declare, and takes
-    exactly one of the fields in `exactly_one_of` when it names some (the
-    OpenAPI document states both: platform_site.api.schema)."""
+    """A request schema that refuses fields it does not declare, takes
+    exactly one of the fields in `exactly_one_of` when it names some, and at
+    most one of those in `at_most_one_of` (the OpenAPI document states all
+    three: platform_site.api.schema)."""
 
     exactly_one_of: ClassVar[tuple[str, ...]] = ()
+    at_most_one_of: ClassVar[tuple[str, ...]] = ()
     # JSON Schema keywords of a field's schema that its validation (a
     # `validate_<field>` method) implies but drf-spectacular cannot see.
     schema_constraints: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -36,6 +38,11 @@ class ClosedSerializer(serializers.Serializer):
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             raise ValidationError({name: ["Unknown field."] for name in unknown})
+        given = [name for name in self.at_most_one_of if name in data]
+        if len(given) > 1:
+            raise ValidationError(
+                {"non_field_errors": [f"Give at most one of {' or '.join(given)}."]}
+            )
         values = super().to_internal_value(data)
         if self.exactly_one_of and sum(name in values for name in self.exactly_one_of) != 1:
             raise ValidationError(
