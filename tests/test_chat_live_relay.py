@@ -89,3 +89,21 @@ def test_a_web_process_restarted_takes_the_socket_over(path: Path) -> None:
         return await heard(inbox)
 
     assert asyncio.run(scenario()) == "after the restart"
+
+
+def test_a_process_whose_socket_was_taken_over_binds_again_for_its_next_listener(
+    path: Path,
+) -> None:
+    web, worker = LocalBus(SocketRelay(path)), LocalBus(SocketRelay(path))
+
+    async def scenario() -> str:
+        loop = asyncio.get_running_loop()
+        await web.join(CHANNEL, Inbox(capacity=10, loop=loop))
+        # Another web process started since, and bound the path for itself.
+        SocketRelay(path).serve(lambda channel, message: None)
+        inbox = Inbox(capacity=10, loop=loop)
+        await web.join(CHANNEL, inbox)
+        worker.publish(CHANNEL, "heard again")
+        return await heard(inbox)
+
+    assert asyncio.run(scenario()) == "heard again"

@@ -25,13 +25,20 @@ class SocketRelay:
         self.serving = False
         self._lock = threading.Lock()
         self._sender: socket.socket | None = None
+        self._receiver: socket.socket | None = None
+        self._inode = 0
 
     def serve(self, deliver: Callable[[str, str], None]) -> None:
-        """Bind the socket (once per process) and hand every datagram to
-        `deliver(channel, message)` from a thread of its own."""
+        """Bind the socket and hand every datagram to `deliver(channel,
+        message)` from a thread of its own; again should another process
+        have taken the path over since (a web process started after this
+        one): the one with the latest listener hears what is relayed."""
         with self._lock:
-            if self.serving:
+            if self._receiver is not None and self._holds_path():
                 return
+            if self._receiver is not None:
+                self._receiver.close()  # its thread ends
+                self._receiver = None
             self.serving = True
             try:
                 receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -39,16 +46,27 @@ class SocketRelay:
                 # one web process serves the embedded defaults.
                 self.path.unlink(missing_ok=True)
                 receiver.bind(str(self.path))
+                self._inode = self.path.stat().st_ino
             except OSError as exc:
                 logger.warning("live stream: cannot relay other processes' messages: %s", exc)
                 return
+            self._receiver = receiver
         threading.Thread(
             target=self._receive, args=(receiver, deliver), name="live-relay", daemon=True
         ).start()
 
+    def _holds_path(self) -> bool:
+        try:
+            return self.path.stat().st_ino == self._inode
+        except OSError:
+            return False
+
     def _receive(self, receiver: socket.socket, deliver: Callable[[str, str], None]) -> None:
         while True:
-            datagram = receiver.recv(MAX_DATAGRAM + 1)
+            try:
+                datagram = receiver.recv(MAX_DATAGRAM + 1)
+            except OSError:  # closed: another bind took over
+                return
             channel, _, message = datagram.partition(_SEPARATOR)
             try:
                 deliver(channel.decode(), message.decode())
