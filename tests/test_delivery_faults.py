@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 EVENTS = 1000
 SCHEDULED_OVER_MS = 6000
+# Seconds after a kill for the receiver to read what the killed worker had sent.
+KILL_DRAIN_SECONDS = 2.0
 
 
 def received_count(receiver) -> int:
@@ -56,18 +58,26 @@ def test_kills_lose_nothing_and_every_delivery_is_signed(
         ]
     beat = workers.start_beat()
     first = workers.start(beat=False)
-    kills: list[float] = []
+    # Each kill as (when it was sent, when the receiver had read what the
+    # killed worker sent before it): the receiver's threads may read a request
+    # sent before a kill after it, and no worker sends meanwhile.
+    kills: list[tuple[float, float]] = []
+
+    def killed() -> tuple[float, float]:
+        moment = time.time()
+        time.sleep(KILL_DRAIN_SECONDS)
+        return moment, time.time()
 
     # Killed mid-delivery: once a quarter of the events reached the bot.
     wait_until(lambda: received_count(receiver) >= EVENTS // 4, timeout=60, workers=workers)
     first.kill(signal.SIGKILL)
-    kills.append(time.time())
+    kills.append(killed())
     second = workers.start(beat=False)
     # Again, with beat, past half of them.
     wait_until(lambda: received_count(receiver) >= EVENTS // 2, timeout=60, workers=workers)
     second.kill(signal.SIGKILL)
-    kills.append(time.time())
     beat.kill(signal.SIGKILL)
+    kills.append(killed())
     workers.start_beat()
     workers.start(beat=False)
 
@@ -91,7 +101,7 @@ def test_kills_lose_nothing_and_every_delivery_is_signed(
     for event_id, moments in times.items():
         moments.sort()
         for earlier, later in zip(moments, moments[1:], strict=False):
-            assert any(earlier <= kill <= later for kill in kills), (
+            assert any(earlier <= drained and killed <= later for killed, drained in kills), (
                 f"{event_id} was sent again with no kill in between"
             )
 
