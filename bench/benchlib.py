@@ -652,18 +652,20 @@ def uvicorn(
     workers: int = 1,
     access_log: bool = False,
     env: dict[str, str] | None = None,
+    app: tuple[str, ...] = ("platform_site.asgi:application",),
 ) -> Iterator[AsgiServer]:
     """uvicorn serving platform_site.asgi:application on a free loopback port
     with the Procfile's options (`--lifespan off --timeout-graceful-shutdown
     5`), stopped afterwards whatever happened. `workers` > 1 runs uvicorn's
     supervisor with that many worker processes sharing the socket. `env` is
     added to the project's environment. Without an access log by default, like
-    `gunicorn(...)`."""
+    `gunicorn(...)`. `app` names another application (with uvicorn's options
+    for it, e.g. --factory)."""
     port = free_port()
     log_path = proj.data_dir / f"uvicorn-{port}.log"
     command = [
         str(Path(PYTHON).parent / "uvicorn"),
-        "platform_site.asgi:application",
+        *app,
         "--host", "127.0.0.1",
         "--port", str(port),
         "--lifespan", "off",
@@ -696,6 +698,38 @@ def uvicorn(
         errors = [line for line in tail if "Error" in line or "Traceback" in line]
         if errors:
             log("uvicorn log (last lines):\n" + "\n".join(tail))
+
+
+@contextlib.contextmanager
+def procfile_web(
+    proj: Project, *, workers: int, env: dict[str, str] | None = None
+) -> Iterator[AsgiServer]:
+    """The web process exactly as `make run` starts it: platform_site/Procfile's
+    `web:` line, on a free port. `workers` is how many serving processes it
+    is expected to start (platform_site.serve chooses)."""
+    port = free_port()
+    log_path = proj.data_dir / f"web-{port}.log"
+    line = next(
+        text.split(":", 1)[1].strip()
+        for text in (ROOT / "platform_site" / "Procfile").read_text().splitlines()
+        if text.startswith("web:")
+    )
+    log(f"Procfile web: {line} (PORT={port})")
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(
+            ["sh", "-c", f"exec {line}"],
+            cwd=ROOT,
+            env={**proj.env, **(env or {}), "PORT": str(port), "PYTHONUNBUFFERED": "1"},
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = AsgiServer(process, port, workers, log_path)
+    try:
+        _wait_asgi_ready(server)
+        yield server
+    finally:
+        stop_process(process)
 
 
 def _wait_asgi_ready(server: AsgiServer, timeout: float = 60) -> None:

@@ -309,8 +309,9 @@ def http_request(*, port: int, token: str, bot_id: str, body: str) -> bytes:
 INSERT_EVENT = """
 INSERT INTO events_event
   (id, bot_id, type, payload, status, failure_reason, conversation_id, user_id,
-   message_id, workflow_id, integration_id, due_at, created_at, updated_at)
-VALUES (%s, %s, %s, %s, %s, NULL, NULL, NULL, NULL, NULL, NULL, %s, %s, %s)
+   message_id, workflow_id, integration_id, due_at, next_attempt_at, lease,
+   attempt_count, first_attempt_at, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, NULL, NULL, NULL, NULL, NULL, NULL, %s, %s, 0, 0, NULL, %s, %s)
 """
 
 
@@ -339,6 +340,7 @@ def raw_inserts(
                         EVENT_TYPE,
                         Jsonb(EVENT_PAYLOAD),
                         "pending",
+                        now,
                         now,
                         now,
                         now,

@@ -1,4 +1,6 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.db.models.signals import post_delete, post_save
 
 
 class BotsConfig(AppConfig):
@@ -7,3 +9,7 @@ class BotsConfig(AppConfig):
 
     def ready(self) -> None:
         from bots import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from bots.credential_invalidation import account_deleted, account_saved
+
+        post_save.connect(account_saved, sender=settings.AUTH_USER_MODEL)
+        post_delete.connect(account_deleted, sender=settings.AUTH_USER_MODEL)

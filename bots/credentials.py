@@ -1,19 +1,46 @@
-"""What a bearer token stands for, in one round trip to the database.
+"""What a bearer token stands for, in one round trip to the database, or
+none when this process read it a moment ago (bots/credential_cache.py).
 
 Every runtime and admin request starts here, so the token, its account's
 state and the account's role in the target workspace come back from a single
 query instead of three ORM queries; the bot and workspace arrive as instances
-holding only their ids (any other field loads on first use)."""
+holding only their ids (any other field loads on first use). A kept answer is
+plain values: each request builds its own instances from it, and checks the
+token's expiry again."""
 
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import cache
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Model
 
+from bots.credential_cache import CredentialCache
 from bots.models import AccessToken, Bot, Membership, Workspace
 from bots.principals import BotPrincipal, WorkspacePrincipal
 from bots.tokens import token_check_usable, token_digest
+
+_TOKEN_FIELDS = tuple(field.attname for field in AccessToken._meta.concrete_fields)
+_LAST_USED = _TOKEN_FIELDS.index("last_used_at")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What a live token of an active account may do in one workspace (at one
+    bot, for a bot's lookup), as the database said when it was read."""
+
+    role: str
+    workspace_id: str
+    bot_id: str | None = None
+    # The AccessToken's columns in _TOKEN_FIELDS order, once it passed its checks.
+    token_values: tuple[Any, ...] = ()
+
+
+# Keyed by (token digest, bot or workspace id).
+bot_grants: CredentialCache[Grant] = CredentialCache("bot tokens")
+workspace_grants: CredentialCache[Grant] = CredentialCache("workspace tokens")
 
 
 def _table(model: type[Model]) -> str:
@@ -46,39 +73,86 @@ def _workspace_sql() -> str:
     """
 
 
-def _token(raw: str, sql: str, scope_id: str) -> AccessToken:
+def _token_of(values: tuple[Any, ...]) -> AccessToken:
+    return AccessToken.from_db(connection.alias, _TOKEN_FIELDS, values)
+
+
+def _token_values(token: AccessToken) -> tuple[Any, ...]:
+    return tuple(getattr(token, name) for name in _TOKEN_FIELDS)
+
+
+# Reads a token by digest, with what it may do in the lookup's scope.
+_Read = Callable[[str], tuple[AccessToken | None, Grant | None]]
+
+
+def _grant(
+    *, raw: str, scope_id: str, grants: CredentialCache[Grant], read: _Read
+) -> tuple[AccessToken, Grant | None]:
+    """The usable token `raw` names and what it may do in the scope (None: not
+    a member there); InvalidToken when it is not usable, as token_check_usable says."""
     digest = token_digest(raw)
-    token = next(iter(AccessToken.objects.raw(sql, [scope_id, digest])), None)
-    token_check_usable(
-        token=token, digest=digest, account_is_active=bool(getattr(token, "account_is_active", 0))
-    )
-    assert token is not None
+    key = (digest, scope_id)
+    grant = grants.get(key)
+    if grant is not None:
+        token = _token_of(grant.token_values)
+        token_check_usable(token=token, digest=digest, account_is_active=True)
+        if token.last_used_at != grant.token_values[_LAST_USED]:
+            # Its use was recorded: the next requests need not try again.
+            grants.replace(key, grant, replace(grant, token_values=_token_values(token)))
+    else:
+        fetch = grants.fetch()
+        found, grant = read(digest)
+        token_check_usable(
+            token=found,
+            digest=digest,
+            account_is_active=bool(getattr(found, "account_is_active", 0)),
+        )
+        assert found is not None
+        token = found
+        if grant is not None:
+            # As checked, with its use recorded.
+            grant = replace(grant, token_values=_token_values(token))
+            grants.put(fetch, key, grant)
     token.account = get_user_model().from_db(
         connection.alias, ["id", "is_active"], [token.account_id, True]
     )
-    return token
+    return token, grant
 
 
 def credentials_for_bot(*, raw: str, bot_id: str) -> BotPrincipal | None:
     """Who the token speaks for at a bot; None when its account is not a
     member of the bot's workspace (or there is no such bot)."""
-    token = _token(raw, _bot_sql(), bot_id)
-    role = getattr(token, "member_role", None)
-    if role is None:
+
+    def read(digest: str) -> tuple[AccessToken | None, Grant | None]:
+        token = next(iter(AccessToken.objects.raw(_bot_sql(), [bot_id, digest])), None)
+        role = getattr(token, "member_role", None)
+        if token is None or role is None:
+            return token, None
+        workspace_id = token.bot_workspace_id  # type: ignore[attr-defined]
+        return token, Grant(role, workspace_id, token.bot_pk)  # type: ignore[attr-defined]
+
+    token, grant = _grant(raw=raw, scope_id=bot_id, grants=bot_grants, read=read)
+    if grant is None:
         return None
-    workspace_id = token.bot_workspace_id  # type: ignore[attr-defined]
-    workspace = Workspace.from_db(connection.alias, ["id"], [workspace_id])
-    bot = Bot.from_db(connection.alias, ["id", "workspace_id"], [token.bot_pk, workspace_id])  # type: ignore[attr-defined]
+    workspace = Workspace.from_db(connection.alias, ["id"], [grant.workspace_id])
+    bot = Bot.from_db(connection.alias, ["id", "workspace_id"], [grant.bot_id, grant.workspace_id])
     bot.workspace = workspace
-    return BotPrincipal(token=token, workspace=workspace, role=role, bot=bot)
+    return BotPrincipal(token=token, workspace=workspace, role=grant.role, bot=bot)
 
 
 def credentials_for_workspace(*, raw: str, workspace_id: str) -> WorkspacePrincipal | None:
     """Who the token speaks for in a workspace; None when its account is not
     a member of it (or there is no such workspace)."""
-    token = _token(raw, _workspace_sql(), workspace_id)
-    role = getattr(token, "member_role", None)
-    if role is None:
+
+    def read(digest: str) -> tuple[AccessToken | None, Grant | None]:
+        token = next(iter(AccessToken.objects.raw(_workspace_sql(), [workspace_id, digest])), None)
+        role = getattr(token, "member_role", None)
+        if token is None or role is None:
+            return token, None
+        return token, Grant(role, token.member_workspace_id)  # type: ignore[attr-defined]
+
+    token, grant = _grant(raw=raw, scope_id=workspace_id, grants=workspace_grants, read=read)
+    if grant is None:
         return None
-    workspace = Workspace.from_db(connection.alias, ["id"], [token.member_workspace_id])  # type: ignore[attr-defined]
-    return WorkspacePrincipal(token=token, workspace=workspace, role=role)
+    workspace = Workspace.from_db(connection.alias, ["id"], [grant.workspace_id])
+    return WorkspacePrincipal(token=token, workspace=workspace, role=grant.role)

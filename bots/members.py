@@ -9,6 +9,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from bots.audit import PLATFORM, Actor, audit
+from bots.credential_invalidation import credentials_changed
 from bots.models import AuditAction, Membership, Role, Workspace
 from platform_site.api.errors import AlreadyExists, Forbidden
 
@@ -93,6 +94,7 @@ def member_role_change(
     before = membership.role
     membership.role = role
     membership.save(update_fields=["role", "updated_at"])
+    credentials_changed()
     audit(
         actor,
         action=AuditAction.MEMBER_ROLE_CHANGED,
@@ -124,3 +126,4 @@ def member_remove(
         changes={"account": membership.account.get_username(), "role": membership.role},
     )
     membership.delete()
+    credentials_changed()

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from bots.audit import PLATFORM, Actor, audit, changed_fields
+from bots.credential_invalidation import credentials_changed
 from bots.members import member_add
 from bots.models import AuditAction, Bot, Role, Workspace, WorkspaceSettings
 from bots.models.bot import new_signing_secret
@@ -92,6 +93,8 @@ def bot_delete(*, bot: Bot, actor: Actor = PLATFORM) -> None:
         changes={"name": bot.name},
     )
     bot.delete()
+    # Its tokens' grants, chat connections and chat users go with it.
+    credentials_changed()
 
 
 @transaction.atomic

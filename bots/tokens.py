@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from bots.audit import PLATFORM, Actor, audit
+from bots.credential_invalidation import credentials_changed
 from bots.models import AccessToken, AuditAction
 
 TOKEN_PREFIX = "bp_pat_"
@@ -71,6 +72,7 @@ def access_token_revoke(*, token: AccessToken, actor: Actor = PLATFORM) -> Acces
     )
     token.refresh_from_db(fields=["revoked_at"])
     if revoked:
+        credentials_changed()
         audit(
             actor,
             action=AuditAction.TOKEN_REVOKED,

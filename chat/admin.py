@@ -1,11 +1,12 @@
 from django.contrib import admin
 
 from bots.admin import WorkspaceScoped
+from bots.admin.credentials import ForgetsCredentials
 from chat.models import ChatConnection
 
 
 @admin.register(ChatConnection)
-class ChatConnectionAdmin(WorkspaceScoped, admin.ModelAdmin):
+class ChatConnectionAdmin(ForgetsCredentials, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "bot__workspace"
     list_display = ["webhook_id", "name", "bot", "user_key_mode", "created_at"]
     list_filter = ["user_key_mode", "created_at"]

@@ -3,7 +3,7 @@ from typing import Any
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from bots.models import User
+from chat.credentials import chat_user_for_key
 from chat.keys import InvalidUserKey, user_key_read
 from chat.models import ChatConnection
 from chat.principals import ChatPrincipal, SignedKeyHolder, chat_connection
@@ -36,7 +36,7 @@ class UserKeyAuthentication(HeaderAuthentication):
         if signed is None:
             return None
         connection, chat_user_id = signed
-        user = User.objects.filter(bot_id=connection.bot_id, chat_id=chat_user_id).first()
+        user = chat_user_for_key(connection=connection, chat_user_id=chat_user_id)
         if user is None:
             raise AuthenticationFailed("The user key names a user that does not exist")
         return user, ChatPrincipal(connection=connection, user=user)

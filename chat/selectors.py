@@ -5,6 +5,7 @@ names them); objects of a conversation the caller is not in are 403."""
 from django.db.models import Exists, OuterRef, QuerySet
 
 from bots.models import Conversation, Message, Participant, User
+from chat.authentication import USER_KEY_CHALLENGE
 from chat.keys import is_chat_id
 from chat.presenters import CUSTOM_EVENT
 from events.models import Event
@@ -13,9 +14,22 @@ from platform_site.api.errors import (
     InvalidIdentifier,
     ReferenceNotFound,
     ResourceNotFound,
+    Unauthorized,
 )
 from platform_site.api.ids import is_id
 from platform_site.api.pagination import Page, PageRequest, paginate
+
+
+def chat_user_profile(*, user: User) -> User:
+    """The key's user with their whole profile: authentication finds who they
+    are, not what they are called."""
+    profile = User.objects.filter(pk=user.pk).first()
+    if profile is None:  # deleted since the request was authenticated
+        raise Unauthorized(
+            "The user key names a user that does not exist",
+            headers={"WWW-Authenticate": USER_KEY_CHALLENGE},
+        )
+    return profile
 
 
 def _takes_part(user: User, conversation: str = "pk") -> Exists:

@@ -13,6 +13,7 @@ from events.engine.wakeups import deliveries_wake
 from events.models import Event, EventStatus
 from events.selectors import event_get
 from platform_site.api.errors import InvalidPayload, ReferenceNotFound
+from platform_site.row_insert import row_insert
 
 
 def due_time(*, schedule: dict[str, Any] | None, now: datetime) -> datetime:
@@ -133,7 +134,7 @@ def event_create(
         ) from None
 
 
-def event_record(
+def event_build(
     *,
     bot_id: str,
     type: str,
@@ -141,17 +142,15 @@ def event_record(
     schedule: dict[str, Any] | None = None,
     references: EventReferences = EventReferences(),  # noqa: B008 - frozen, never mutated
 ) -> Event:
-    """Store an event for a bot with references already checked: `pending`
-    when due now (no schedule, a delay of 0, a past dateTime), else
-    `scheduled` until a worker finds it due.
-
-    When it falls due before the workers would look again, a worker is woken
-    once the row is committed, so that it claims the event on time; should
-    the wake-up be lost, their next look finds it."""
+    """An event for a bot, not stored yet, with references already checked:
+    `pending` when due now (no schedule, a delay of 0, a past dateTime), else
+    `scheduled` until a worker finds it due. Stored by event_record, or by a
+    caller that writes it with other rows (platform_site.row_insert), then
+    event_stored."""
     now = timezone.now()
     due_at = due_time(schedule=schedule, now=now)
     due_now = due_at <= now
-    event = Event.objects.create(
+    return Event(
         bot_id=bot_id,
         type=type,
         payload=payload,
@@ -164,8 +163,31 @@ def event_record(
         workflow=references.workflow,
         integration=references.integration,
     )
-    if due_at - now < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL):
+
+
+def event_stored(event: Event) -> None:
+    """What follows an event's INSERT: when it falls due before the workers
+    would look again, a worker is woken once the row is committed, so that
+    it claims the event on time; should the wake-up be lost, their next
+    look finds it."""
+    if event.due_at - timezone.now() < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL):
         transaction.on_commit(deliveries_wake)
+
+
+def event_record(
+    *,
+    bot_id: str,
+    type: str,
+    payload: dict[str, Any],
+    schedule: dict[str, Any] | None = None,
+    references: EventReferences = EventReferences(),  # noqa: B008 - frozen, never mutated
+) -> Event:
+    """Store an event for a bot (event_build), in the caller's transaction or alone."""
+    event = event_build(
+        bot_id=bot_id, type=type, payload=payload, schedule=schedule, references=references
+    )
+    row_insert(event)
+    event_stored(event)
     return event
 
 

@@ -15,8 +15,9 @@ from bots.principals import bot_principal
 from files.downloads import content_chunks, file_download_open
 from files.models import FILE_KEY_MAX_LENGTH
 from files.passage_data import PassageData
-from files.presenters import file_json, passage_json
-from files.selectors import file_get, files_list, passages_list
+from files.passage_json import EncodedJSONResponse
+from files.presenters import file_json
+from files.selectors import file_get, files_list, passages_page
 from files.serializers import FileMetadataSerializer, FileUpsertSerializer, PassagesSetSerializer
 from files.services import file_delete, file_metadata_update, file_passages_set, file_upsert
 from files.signed_urls import download_grant, upload_grant
@@ -166,14 +167,12 @@ class FilePassagesView(ApiView):
         parameters=[PASSAGES_LIMIT, PASSAGES_PAGE_SIZE, NEXT_TOKEN],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, file_id: str) -> Response:
+    def get(self, request: Request, file_id: str) -> EncodedJSONResponse:
         principal = bot_principal(request)
         page = page_request(request.query_params, size_param="limit")
-        file = file_get(bot=principal.bot, id_or_key=file_id)
-        result = passages_list(file=file, page=page)
-        return Response(
-            {"passages": [passage_json(p) for p in result.items], "meta": result.meta()}
-        )
+        result = passages_page(bot=principal.bot, id_or_key=file_id, page=page)
+        # The database encoded the page: its bytes go out without DRF's renderer.
+        return EncodedJSONResponse(result.body())
 
     @extend_schema(
         summary="Set a file's passages directly",

@@ -1,10 +1,14 @@
 """The ASGI application: the whole API, and the only server of the live
 stream (GET /chat/{webhookId}/conversations/{id}/listen), whose async view
-holds thousands of idle listeners in one process. `make run` serves it with
-uvicorn (platform_site/Procfile); platform_site/wsgi.py serves everything but
-the stream under a WSGI server."""
+holds thousands of idle listeners in one process. `make run` and the
+production recipe serve it with uvicorn (platform_site/serve.py), one process
+per core. Requests with a body small enough to hold go through Django's WSGI
+handler on a few threads (platform_site/wsgi_bridge.py); the stream,
+downloads, file uploads and big bodies through Django's ASGI handler, which
+streams answers and spools bodies."""
 
 import asyncio
+import gc
 import itertools
 import os
 from collections.abc import Awaitable, Callable, Mapping
@@ -12,10 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.handlers.asgi import ASGIHandler
+from django.core.wsgi import get_wsgi_application
 
 from platform_site.api.body_limits import BODY_REFUSAL, body_overrun, body_refusal
+from platform_site.wsgi_bridge import WsgiBridge
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_application = get_asgi_application()
@@ -117,17 +124,42 @@ def body_guard(scope: Scope, receive: Receive) -> Receive:
     return counted
 
 
-async def application(scope: Scope, receive: Receive, send: Send) -> None:
-    if scope["type"] != "http":
-        await django_application(scope, receive, send)
-        return
-    # A copy: the server's scope is not ours to mark.
-    scope = {**scope}
-    receive = body_guard(scope, receive)
+# Bodies above this are spooled to disk by Django's own ASGI handler (file
+# uploads, big admin requests) rather than held in memory by the bridge.
+BRIDGE_BODY_LIMIT = 1024 * 1024
+
+views_application = WsgiBridge(get_wsgi_application())
+
+
+def _bridged(scope: Scope) -> bool:
     path: str = scope["path"]
     # Wider than the route (chat/live/urls.py): anything else it takes in is
     # served as usual, only on a shared thread.
     if path.startswith("/chat/") and path.endswith("/listen"):
+        return False
+    if path.startswith((settings.FILE_UPLOAD_PATH, settings.FILE_DOWNLOAD_PATH)):
+        return False
+    length = header(scope, b"content-length")
+    return length is None or not length.isdigit() or int(length) <= BRIDGE_BODY_LIMIT
+
+
+async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] != "http":
+        await django_application(scope, receive, send)
+        return
+    if _bridged(scope):
+        await views_application(scope, receive, send)
+        return
+    # A copy: the server's scope is not ours to mark.
+    scope = {**scope}
+    receive = body_guard(scope, receive)
+    if scope["path"].startswith("/chat/") and scope["path"].endswith("/listen"):
         await listener_application(scope, receive, send)
     else:
         await django_application(scope, receive, send)
+
+
+# What start-up loaded lives as long as the process: frozen out of the
+# collector's sight, later collections stop walking it on every request.
+gc.collect()
+gc.freeze()

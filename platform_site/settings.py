@@ -231,7 +231,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "UNAUTHENTICATED_USER": None,
     "DEFAULT_PARSER_CLASSES": ["platform_site.api.parsers.StrictJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["platform_site.api.renderers.FastJSONRenderer"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "platform_site.api.negotiation.AlwaysJSONNegotiation",
     "EXCEPTION_HANDLER": "platform_site.api.exception_handler.handle_exception",
     "DEFAULT_SCHEMA_CLASS": "platform_site.api.schema.ApiAutoSchema",
@@ -399,6 +399,13 @@ if env.int("WEB_CONCURRENCY", default=1) > 1 and not LIVE_STREAM_REDIS_URL:
         " LIVE_STREAM_REDIS_URL (or a redis:// CELERY_BROKER_URL)"
     )
 # --- end of Live stream -----------------------------------------------------
+
+# What a bearer token, a chat webhook id or a user key stands for is cached in
+# each process (bots/credential_cache.py) for at most this many seconds, and
+# for at most 1 s unless the process has been subscribed to invalidations on
+# LIVE_STREAM_REDIS_URL since the answer was read (then a revocation reaches it
+# at once). 0 turns the cache off: every request reads the database.
+CREDENTIALS_CACHE_SECONDS = env.float("CREDENTIALS_CACHE_SECONDS", default=60.0)
 
 LOGGING = {
     "version": 1,

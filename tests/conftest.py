@@ -4,6 +4,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from bots.credential_cache import credential_caches_clear
 from bots.models import Bot, Role, Workspace
 from tests.factories import BotFactory, WorkspaceFactory, member_token
 from tests.receiver import Receiver, running_receiver
@@ -21,6 +22,13 @@ def admin_api(token: str, workspace_id: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_WORKSPACE_ID=workspace_id)
     return client
+
+
+@pytest.fixture(autouse=True)
+def _fresh_credential_caches() -> None:
+    """Each test's database starts afresh (rolled back), so does what this
+    process remembers of it."""
+    credential_caches_clear()
 
 
 @pytest.fixture

@@ -227,7 +227,7 @@ def test_a_malformed_workspace_id_is_invalid_identifier(client, bad_id):
 
 def test_list_query_count(client, workspace, django_assert_num_queries):
     make_records(workspace, 5)
-    listing(client, workspace)  # the token's first use is recorded, once
-    # credentials (token, account, membership in one), records
-    with django_assert_num_queries(2):
+    listing(client, workspace)  # the token's first use is recorded, once; its credentials kept
+    # records
+    with django_assert_num_queries(1):
         assert len(listing(client, workspace)["records"]) == 5

@@ -117,9 +117,9 @@ def test_a_token_of_another_workspaces_list_is_invalid_query(workspace, owner):
 def test_list_query_count(workspace, owner, django_assert_num_queries):
     MembershipFactory.create_batch(5, workspace=workspace)
     client = client_of(owner)
-    listing(client)  # the token's first use is recorded, once
-    # credentials (token, account, membership in one), members with their accounts
-    with django_assert_num_queries(2):
+    listing(client)  # the token's first use is recorded, once; its credentials are kept
+    # members with their accounts
+    with django_assert_num_queries(1):
         assert len(listing(client)["members"]) == 6
 
 

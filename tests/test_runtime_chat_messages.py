@@ -480,8 +480,9 @@ def test_a_refused_message_is_not_heard(
 def test_query_count_of_a_create(runtime_client, conversation, author, django_assert_num_queries):
     client = runtime_client()
     created(post(client, body_for(conversation, author)))  # records the token's first use
-    # credentials; savepoint; conversation; user; insert; conversation's updatedAt; release
-    with django_assert_num_queries(7):
+    # savepoint; conversation; user; insert; conversation's updatedAt; release (the
+    # credentials were kept)
+    with django_assert_num_queries(6):
         created(post(client, body_for(conversation, author)))
 
 

@@ -4,12 +4,13 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from bots.admin.credentials import ForgetsCredentials
 from bots.admin.scoping import WorkspaceScoped
 from bots.models import Conversation, Message, Participant, User
 
 
 @admin.register(User)
-class UserAdmin(WorkspaceScoped, admin.ModelAdmin):
+class UserAdmin(ForgetsCredentials, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "bot__workspace"
     list_display = ["id", "chat_id", "name", "bot", "created_at"]
     list_filter = ["created_at"]

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from bots.admin.credentials import ForgetsCredentials
 from bots.admin.members import MemberInline
 from bots.admin.saved import RequestFormSetMixin, ServiceFormSet, adopt, marked_for_deletion
 from bots.admin.scoping import WorkspaceScoped
@@ -109,7 +110,7 @@ class WorkspaceAddForm(forms.ModelForm):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(WorkspaceScoped, admin.ModelAdmin):
+class WorkspaceAdmin(ForgetsCredentials, WorkspaceScoped, admin.ModelAdmin):
     workspace_path = "pk"
     list_display = ["name", "id", "created_at", "updated_at"]
     list_filter = ["created_at"]

@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.authentication import UserKeyAuthentication
-from chat.models import ChatConnection
+from chat.credentials import chat_connection_for_webhook
 from chat.schema import CHAT_PATH_PARAMETERS
 from platform_site.api.errors import ResourceNotFound
 from platform_site.api.views import ApiView
@@ -22,7 +22,7 @@ class ChatView(ApiView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         webhook_id = kwargs["webhook_id"]
-        connection = ChatConnection.objects.filter(webhook_id=webhook_id).first()
+        connection = chat_connection_for_webhook(webhook_id)
         if connection is None:
             raise ResourceNotFound(f"Chat {webhook_id!r} not found")
         request.chat_connection = connection  # type: ignore[attr-defined]

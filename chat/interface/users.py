@@ -11,6 +11,7 @@ from chat.interface.serializers import UserCreateSerializer, UserProfileSerializ
 from chat.permissions import HoldsSignedKey, IsChatUser, IssuesUserKeys
 from chat.presenters import user_chat_json
 from chat.principals import chat_connection, chat_principal, signed_key_holder
+from chat.selectors import chat_user_profile
 from chat.services.users import (
     chat_user_create,
     chat_user_delete,
@@ -58,7 +59,9 @@ class CurrentUserView(ChatView):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def get(self, request: Request, webhook_id: str) -> Response:
-        return Response({"user": user_chat_json(chat_principal(request).user)})
+        return Response(
+            {"user": user_chat_json(chat_user_profile(user=chat_principal(request).user))}
+        )
 
     @extend_schema(
         summary="Update the key's user",
@@ -70,7 +73,8 @@ class CurrentUserView(ChatView):
         serializer = UserProfileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         user = chat_user_update(
-            user=chat_principal(request).user, **_profile(serializer.validated_data)
+            user=chat_user_profile(user=chat_principal(request).user),
+            **_profile(serializer.validated_data),
         )
         return Response({"user": user_chat_json(user)})
 

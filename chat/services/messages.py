@@ -4,7 +4,6 @@ the conversation's listeners."""
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from bots.models import Conversation, Message, User
 from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
@@ -15,12 +14,12 @@ from chat.presenters import (
     message_deleted_stream_json,
     message_stream_json,
 )
-from chat.selectors import conversation_reference
-from events.services import EventReferences, event_record
+from chat.selectors import chat_user_profile, conversation_reference
+from events.services import EventReferences, event_build, event_stored
 from platform_site.api.errors import Forbidden
+from platform_site.row_insert import insert_statement, rows_write, update_statement
 
 
-@transaction.atomic
 def chat_message_create(
     *,
     user: User,
@@ -29,9 +28,12 @@ def chat_message_create(
     metadata: dict[str, Any] | None = None,
 ) -> Message:
     """A user's message in a conversation they take part in; the bot hears of
-    it through a `message_created` event, stored in the same transaction."""
+    it through a `message_created` event. The message, the conversation's
+    new updatedAt and the event are written together (rows_write: one
+    statement on PostgreSQL)."""
     conversation = conversation_reference(user=user, chat_id=conversation_chat_id)
-    message = Message.objects.create(
+    user = chat_user_profile(user=user)
+    message = Message(
         bot_id=user.bot_id,
         conversation=conversation,
         user=user,
@@ -40,8 +42,8 @@ def chat_message_create(
         metadata=metadata,
         is_bot=False,
     )
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
-    event_record(
+    message_insert = insert_statement(message)
+    event = event_build(
         bot_id=user.bot_id,
         type=MESSAGE_CREATED,
         payload={
@@ -51,6 +53,12 @@ def chat_message_create(
         },
         references=EventReferences(conversation=conversation, user=user, message=message),
     )
+    rows_write(
+        message_insert,
+        update_statement(Conversation, conversation.pk, updated_at=message.created_at),
+        insert_statement(event),
+    )
+    event_stored(event)
     stream_publish(
         conversation_id=conversation.id, type=MESSAGE_CREATED, data=message_stream_json(message)
     )

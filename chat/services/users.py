@@ -2,6 +2,7 @@
 
 from django.db import IntegrityError, transaction
 
+from bots.credential_invalidation import credentials_changed
 from bots.models import Conversation, User
 from chat.keys import user_key_issue
 from chat.live.publish import stream_publish
@@ -102,6 +103,7 @@ def chat_user_delete(*, user: User) -> None:
     conversations hears that they left; conversations they own stay, ownerless."""
     conversations = list(Conversation.objects.filter(participants__user=user).only("chat_id"))
     user.delete()
+    credentials_changed()
     for conversation in conversations:
         stream_publish(
             conversation_id=conversation.id,

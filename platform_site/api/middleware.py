@@ -20,7 +20,13 @@ class BodySizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        refusal = request.scope.get(BODY_REFUSAL) if isinstance(request, ASGIRequest) else None
+        # Left by platform_site.asgi (in the scope) or its bridge (in the
+        # environ) for a body they stopped reading.
+        refusal = (
+            request.scope.get(BODY_REFUSAL)
+            if isinstance(request, ASGIRequest)
+            else request.META.get(BODY_REFUSAL)
+        )
         if refusal is None:
             refusal = body_refusal(
                 path=request.path,

@@ -1,3 +1,4 @@
+import copy
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -18,6 +19,20 @@ def json_type(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
+def _fresh(field: serializers.Field) -> serializers.Field:
+    """A field of a new serializer instance, from its class's declaration.
+
+    DRF deep-copies every declared field for every instance, which re-runs
+    each field's __init__ (validators, messages): most of the cost of
+    building a serializer, once per request. A plain field is never changed
+    after its __init__ but by bind(), which sets attributes of its own, so a
+    shallow copy does; what holds other fields (a nested serializer, a list's
+    child) is deep-copied as DRF does."""
+    if isinstance(field, serializers.BaseSerializer) or hasattr(field, "child"):
+        return copy.deepcopy(field)
+    return copy.copy(field)
+
+
 class ClosedSerializer(serializers.Serializer):
     """A request schema that refuses fields it does not declare, takes
     exactly one of the fields in `exactly_one_of` when it names some, and at
@@ -29,6 +44,9 @@ class ClosedSerializer(serializers.Serializer):
     # JSON Schema keywords of a field's schema that its validation (a
     # `validate_<field>` method) implies but drf-spectacular cannot see.
     schema_constraints: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {name: _fresh(field) for name, field in self._declared_fields.items()}
 
     def to_internal_value(self, data: Any) -> Any:
         if not isinstance(data, Mapping):

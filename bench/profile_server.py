@@ -1,0 +1,109 @@
+"""Where a served request spends its CPU, server included: the Procfile's web
+process with one worker (WEB_CONCURRENCY=1) under wrk, sampled by py-spy
+(the thread holding the GIL: where the CPU goes), on a fresh PostgreSQL database.
+
+    .venv/bin/python bench/profile_server.py [--request event|message] [--seconds 15] [--top 40]
+
+Prints the functions holding the most samples, on their own (self) and with
+what they call (inclusive), as shares of the samples. A diagnostic aid, not a
+benchmark target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+import chat_messages  # noqa: E402
+import chat_stream  # noqa: E402
+import create_event  # noqa: E402
+
+PY_SPY = str(Path(benchlib.PYTHON).parent / "py-spy")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--request", choices=["event", "message"], default="event")
+    parser.add_argument("--seconds", type=float, default=15)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args()
+    benchlib.exit_cleanly_on_sigterm()
+    wrk = benchlib.ensure_wrk()
+    with (
+        chat_stream.run_queue(),
+        benchlib.project("bench_profile_server", redis_url=chat_stream.REDIS_URL) as proj,
+        tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp,
+    ):
+        proj.env["LIVE_STREAM_REDIS_URL"] = chat_stream.REDIS_URL
+        script = Path(tmp) / "requests.lua"
+        with benchlib.procfile_web(proj, workers=1, env={"WEB_CONCURRENCY": "1"}) as server:
+            if args.request == "event":
+                chat_messages.event_script(script, proj.demo)
+                url = f"{server.base_url}/v1/chat/events"
+            else:
+                rooms = asyncio.run(
+                    chat_stream.make_rooms(
+                        server.base_url, proj.demo["webhookId"], rooms=32, per_room=1
+                    )
+                )
+                chat_messages.message_script(script, rooms)
+                url = f"{server.base_url}/chat/{proj.demo['webhookId']}/messages"
+            create_event.run_wrk(
+                wrk, url, script, connections=args.connections, threads=1, seconds=3
+            )
+            raw = Path(tmp) / "samples.txt"
+            spy = subprocess.Popen(
+                [PY_SPY, "record", "--pid", str(server.pids()[0]), "--duration",
+                 str(int(args.seconds)), "--rate", "500", "--gil", "--format", "raw",
+                 "--output", str(raw), "--nonblocking"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            result = create_event.run_wrk(
+                wrk, url, script, connections=args.connections, threads=1, seconds=args.seconds
+            )
+            spy.wait(timeout=args.seconds + 60)
+        print(
+            f"{args.request}: {result['requests']} requests in "
+            f"{result['duration_us'] / 1e6:.1f} s, {result['created']} x 201"
+        )
+        report(raw.read_text(), args.top)
+    return 0
+
+
+def report(collapsed: str, top: int) -> None:
+    """py-spy's raw format: one line per distinct stack, frames joined by ';'
+    (outermost first), then the sample count."""
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack:
+            continue
+        count = int(count_text)
+        frames = [
+            frame.split(" (")[0] + " " + frame.split("/")[-1].rstrip(")")
+            for frame in stack.split(";")
+        ]
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    print(f"{total} samples of running threads")
+    for title, counter in (("self", own), ("inclusive", inclusive)):
+        print(f"\n== by {title}")
+        for frame, count in counter.most_common(top):
+            print(f"  {count / total * 100:5.1f}%  {frame}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""platform_site.row_insert: the hot writes' SQL, built once per model, stores
+what the ORM would, and rows written together stand or fall together."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from bots.models import Conversation, Message
+from events.models import Event, EventStatus
+from platform_site.row_insert import insert_statement, row_insert, rows_write, update_statement
+from tests.factories import BotFactory, ConversationFactory, ParticipantFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_inserted_event_reads_back_as_the_orm_would_have_stored_it():
+    bot = BotFactory()
+    now = timezone.now()
+    payload = {"text": 'héllo \u2028 "quoted"', "n": 2**53, "nested": [{"a": None}]}
+    event = Event(
+        bot=bot,
+        type="order.created",
+        payload=payload,
+        status=EventStatus.PENDING,
+        due_at=now,
+        next_attempt_at=now,
+    )
+    row_insert(event)
+    assert not event._state.adding
+    stored = Event.objects.get(pk=event.pk)
+    assert stored.payload == payload
+    assert stored.bot_id == bot.id
+    assert stored.created_at == event.created_at and stored.updated_at == event.updated_at
+    assert stored.created_at is not None
+    assert stored.attempt_count == 0 and stored.lease == 0
+    assert stored.failure_reason is None and stored.conversation_id is None
+
+
+def test_rows_written_together_are_all_stored():
+    participant = ParticipantFactory()
+    conversation = participant.conversation
+    message = Message(
+        bot_id=conversation.bot_id,
+        conversation=conversation,
+        user=participant.user,
+        type="text",
+        payload={"type": "text", "text": "hi"},
+        is_bot=False,
+    )
+    later = conversation.updated_at + timedelta(minutes=5)
+    rows_write(
+        insert_statement(message),
+        update_statement(Conversation, conversation.pk, updated_at=later),
+    )
+    assert Message.objects.get(pk=message.pk).payload == {"type": "text", "text": "hi"}
+    assert Conversation.objects.get(pk=conversation.pk).updated_at == later
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="one statement on PostgreSQL only")
+def test_on_postgresql_rows_written_together_are_one_statement():
+    conversation = ConversationFactory()
+    event = Event(
+        bot_id=conversation.bot_id,
+        type="t",
+        payload={},
+        status=EventStatus.PENDING,
+        due_at=timezone.now(),
+        next_attempt_at=timezone.now(),
+        conversation=conversation,
+    )
+    with CaptureQueriesContext(connection) as queries:
+        rows_write(
+            update_statement(Conversation, conversation.pk, updated_at=timezone.now()),
+            insert_statement(event),
+        )
+    assert len(queries) == 1
+    assert queries[0]["sql"].startswith("WITH w0 AS (UPDATE")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_when_one_row_fails_none_is_stored():
+    """The last row names a conversation that does not exist: the message
+    before it must not be left behind (on PostgreSQL the statement fails
+    whole; elsewhere the transaction rolls back)."""
+    participant = ParticipantFactory()
+    conversation = participant.conversation
+    message = Message(
+        bot_id=conversation.bot_id,
+        conversation=conversation,
+        user=participant.user,
+        type="text",
+        payload={"type": "text", "text": "lost"},
+        is_bot=False,
+    )
+    orphan = Event(
+        bot_id=conversation.bot_id,
+        type="t",
+        payload={},
+        status=EventStatus.PENDING,
+        due_at=timezone.now(),
+        next_attempt_at=timezone.now(),
+        conversation_id="conv_01JZZZZZZZZZZZZZZZZZZZZZZZ",
+    )
+    with pytest.raises(IntegrityError, match="(?i)foreign key"):
+        rows_write(insert_statement(message), insert_statement(orphan))
+    assert not Message.objects.filter(pk=message.pk).exists()
+    assert not Event.objects.filter(pk=orphan.pk).exists()
+
+
+def test_inside_a_transaction_the_rows_follow_it():
+    participant = ParticipantFactory()
+    conversation = participant.conversation
+    message = Message(
+        bot_id=conversation.bot_id,
+        conversation=conversation,
+        user=participant.user,
+        type="text",
+        payload={"type": "text", "text": "rolled back"},
+        is_bot=False,
+    )
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        row_insert(message)
+        raise Abort
+    assert not Message.objects.filter(pk=message.pk).exists()

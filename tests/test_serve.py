@@ -1,0 +1,280 @@
+"""The web server launcher, `python -m platform_site.serve`: how many processes
+it asks for, what it hands uvicorn, and a real run of it with two processes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+import uvicorn
+from django.conf import settings as django_settings
+from uvicorn.importer import import_from_string
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from bots.models import Bot, Role
+from events.models import Event
+from platform_site import serve
+from tests.factories import member_token
+from tests.servers import READ_TIMEOUT, READY_TIMEOUT, free_port
+from tests.worker import PROJECT_DIR, celery_queue, worker_database_url  # noqa: F401
+
+PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
+# The live stream's bus, which more than one process needs (settings).
+REDIS_URL = django_settings.LIVE_STREAM_REDIS_URL or "redis://127.0.0.1:6379/8"
+
+
+# --- default_workers -------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_web_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Set first, so that undoing restores whatever was there, even after
+    # main() writes the variable.
+    monkeypatch.setenv("WEB_CONCURRENCY", "1")
+    monkeypatch.delenv("WEB_CONCURRENCY")
+
+
+def test_web_concurrency_chooses_the_number(monkeypatch, settings, no_web_concurrency):
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    settings.LIVE_STREAM_REDIS_URL = ""
+    assert serve.default_workers() == 3
+
+
+def test_one_process_per_core_with_redis_for_the_live_stream(settings, no_web_concurrency):
+    settings.LIVE_STREAM_REDIS_URL = "redis://127.0.0.1:6379/8"
+    assert serve.default_workers() == serve.cores() == len(os.sched_getaffinity(0))
+
+
+def test_one_process_on_the_embedded_defaults(settings, no_web_concurrency):
+    settings.LIVE_STREAM_REDIS_URL = ""
+    assert serve.default_workers() == 1
+
+
+# --- what main() hands uvicorn ---------------------------------------------------------
+
+
+@pytest.fixture
+def uvicorn_runs(monkeypatch: pytest.MonkeyPatch, no_web_concurrency: None) -> list[dict[str, Any]]:
+    """The arguments of every uvicorn.run call, instead of running a server."""
+    calls: list[dict[str, Any]] = []
+
+    def run(app: str, **kwargs: Any) -> None:
+        calls.append({"app": app, **kwargs})
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.delenv("WEB_ACCESS_LOG", raising=False)
+    monkeypatch.delenv("PORT", raising=False)
+    return calls
+
+
+def test_main_serves_the_asgi_application_without_trusting_forwarded_headers(
+    uvicorn_runs, settings
+):
+    settings.LIVE_STREAM_REDIS_URL = ""
+    serve.main([])
+    [call] = uvicorn_runs
+    assert call["app"] == "platform_site.asgi:application"
+    assert (call["host"], call["port"]) == ("127.0.0.1", 8000)
+    assert call["proxy_headers"] is False
+    assert call["workers"] == 1
+    assert call["access_log"] is True
+    assert call["lifespan"] == "off"
+    protocol = import_from_string(call["http"])
+    assert call["http"] == "platform_site.http_protocol:HttpToolsProtocol"
+    assert issubclass(protocol, HttpToolsProtocol)
+    # The processes uvicorn starts read the number (settings checks it).
+    assert os.environ["WEB_CONCURRENCY"] == "1"
+
+
+def test_main_takes_the_workers_port_and_host_it_is_given(uvicorn_runs, settings):
+    settings.LIVE_STREAM_REDIS_URL = "redis://127.0.0.1:6379/8"
+    serve.main(["--host", "0.0.0.0", "--port", "9123", "--workers", "3"])
+    [call] = uvicorn_runs
+    assert (call["host"], call["port"], call["workers"]) == ("0.0.0.0", 9123, 3)
+    assert call["proxy_headers"] is False
+    assert os.environ["WEB_CONCURRENCY"] == "3"
+
+
+def test_main_defaults_to_default_workers_and_the_port_variable(
+    uvicorn_runs, monkeypatch, settings
+):
+    monkeypatch.setenv("WEB_CONCURRENCY", "5")
+    monkeypatch.setenv("PORT", "8765")
+    settings.LIVE_STREAM_REDIS_URL = "redis://127.0.0.1:6379/8"
+    serve.main([])
+    [call] = uvicorn_runs
+    assert (call["workers"], call["port"]) == (5, 8765)
+
+
+@pytest.mark.parametrize(
+    ("variable", "argv", "access_log"),
+    [
+        (None, [], True),
+        ("1", [], True),
+        ("0", [], False),
+        (None, ["--no-access-log"], False),
+        ("0", ["--access-log"], True),
+        ("1", ["--no-access-log"], False),
+    ],
+)
+def test_the_access_log(uvicorn_runs, monkeypatch, settings, variable, argv, access_log):
+    settings.LIVE_STREAM_REDIS_URL = ""
+    if variable is not None:
+        monkeypatch.setenv("WEB_ACCESS_LOG", variable)
+    serve.main(argv)
+    assert uvicorn_runs[0]["access_log"] is access_log
+
+
+# --- a real server -------------------------------------------------------------------------
+
+
+def children_of(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of each live process whose parent is `pid` (Linux)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        # The command name (in parentheses) may hold spaces: fields follow it.
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if int(parent) == pid and state != "Z":
+            found.append((int(entry.name), cmdline))
+    return found
+
+
+class Launched:
+    """`python -m platform_site.serve`, as platform_site/Procfile runs it."""
+
+    def __init__(self, *, args: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        command = [str(PYTHON), "-m", "platform_site.serve", "--port", str(self.port), *args]
+        with log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the server exited:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not ready in {READY_TIMEOUT} s:\n{self.log()}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        children = [pid for pid, _ in children_of(self.process.pid)]
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        # Workers left behind by a supervisor that died: ours, by their ids.
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def redis_bus() -> str:
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.RedisError as error:
+        pytest.skip(f"no Redis at {REDIS_URL} for the live stream's bus: {error}")
+    return REDIS_URL
+
+
+@pytest.fixture
+def launched(celery_queue: str, redis_bus: str, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
+    """Starts the launcher on the test database and the run's broker and
+    queue; stops it when the test ends."""
+    started: list[Launched] = []
+
+    def start(*args: str) -> Launched:
+        env = dict(os.environ)
+        env.pop("WEB_CONCURRENCY", None)
+        env.update(
+            {
+                "DATABASE_URL": worker_database_url(),
+                "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
+                "CELERY_QUEUE": celery_queue,
+                "DATA_DIR": str(django_settings.DATA_DIR),
+                "LIVE_STREAM_REDIS_URL": redis_bus,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        server = Launched(args=list(args), env=env, log_path=tmp_path / "web.log")
+        started.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+        print(f"--- web ---\n{server.log()}", file=sys.stderr)
+
+
+def workers_of(pid: int) -> list[int]:
+    """The server processes uvicorn spawned (not multiprocessing's helpers)."""
+    return [child for child, cmdline in children_of(pid) if "spawn_main" in cmdline]
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_the_launcher_serves_with_two_processes(launched, bot: Bot):
+    server = launched("--workers", "2")
+    workers = workers_of(server.process.pid)
+    assert len(workers) == 2, children_of(server.process.pid)
+
+    # A connection each: the kernel hands them to either process.
+    for _ in range(20):
+        response = httpx.get(
+            f"{server.url}/healthz", headers={"connection": "close"}, timeout=READ_TIMEOUT
+        )
+        assert response.status_code == 200, response.text
+
+    headers = {
+        "authorization": f"Bearer {member_token(bot.workspace, Role.DEVELOPER)}",
+        "x-bot-id": bot.id,
+    }
+    response = httpx.post(
+        f"{server.url}/v1/chat/events",
+        content=json.dumps({"type": "order.created", "payload": {"n": 1}}),
+        headers={**headers, "content-type": "application/json"},
+        timeout=READ_TIMEOUT,
+    )
+    assert response.status_code == 201, response.text
+    event = response.json()["event"]
+    assert Event.objects.get().id == event["id"]
+
+    # Both processes are still the ones that started, each having said so.
+    assert sorted(workers_of(server.process.pid)) == sorted(workers)
+    log = server.log()
+    for pid in workers:
+        assert f"Started server process [{pid}]" in log, log
