@@ -14,7 +14,7 @@ from chat.presenters import (
     message_deleted_stream_json,
     message_stream_json,
 )
-from chat.selectors import chat_user_profile, conversation_reference
+from chat.selectors import conversation_reference_and_author
 from events.services import EventReferences, event_build, event_stored
 from platform_site.api.errors import Forbidden
 from platform_site.row_insert import insert_statement, rows_write, update_statement
@@ -31,8 +31,7 @@ def chat_message_create(
     it through a `message_created` event. The message, the conversation's
     new updatedAt and the event are written together (rows_write: one
     statement on PostgreSQL)."""
-    conversation = conversation_reference(user=user, chat_id=conversation_chat_id)
-    user = chat_user_profile(user=user)
+    conversation, user = conversation_reference_and_author(user=user, chat_id=conversation_chat_id)
     message = Message(
         bot_id=user.bot_id,
         conversation=conversation,

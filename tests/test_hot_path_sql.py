@@ -1,5 +1,7 @@
-"""platform_site.row_insert: the hot writes' SQL, built once per model, stores
-what the ORM would, and rows written together stand or fall together."""
+"""The hot path's hand-built SQL: platform_site.row_insert stores what the
+ORM would, rows written together stand or fall together, and
+platform_site.row_select (through chat's one-query lookup) reads back what
+the ORM would."""
 
 from datetime import timedelta
 
@@ -8,10 +10,12 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from bots.models import Conversation, Message
+from bots.models import Conversation, Message, User
+from chat.selectors import conversation_reference_and_author
 from events.models import Event, EventStatus
+from platform_site.api.errors import Forbidden, ReferenceNotFound
 from platform_site.row_insert import insert_statement, row_insert, rows_write, update_statement
-from tests.factories import BotFactory, ConversationFactory, ParticipantFactory
+from tests.factories import BotFactory, ConversationFactory, ParticipantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +133,37 @@ def test_inside_a_transaction_the_rows_follow_it():
         row_insert(message)
         raise Abort
     assert not Message.objects.filter(pk=message.pk).exists()
+
+
+def test_the_reference_and_author_read_back_as_the_orm_reads_them():
+    participant = ParticipantFactory(
+        conversation__tags={"topic": "billing"}, user__tags={"tier": "gold"}, user__name="Ana"
+    )
+    key_user = User.objects.only("id", "bot_id", "chat_id").get(pk=participant.user_id)
+    conversation, author = conversation_reference_and_author(
+        user=key_user, chat_id=participant.conversation.chat_id
+    )
+    assert conversation == participant.conversation
+    expected = Conversation.objects.get(pk=conversation.pk)
+    for field in Conversation._meta.concrete_fields:
+        assert getattr(conversation, field.attname) == getattr(expected, field.attname)
+    profile = User.objects.get(pk=author.pk)
+    for field in User._meta.concrete_fields:
+        assert getattr(author, field.attname) == getattr(profile, field.attname)
+    assert author.tags == {"tier": "gold"} and author.name == "Ana"
+    assert author.created_at.tzinfo is not None
+
+
+def test_the_reference_and_author_refusals():
+    participant = ParticipantFactory()
+    stranger = UserFactory(bot=participant.conversation.bot)
+    with pytest.raises(ReferenceNotFound):
+        conversation_reference_and_author(user=stranger, chat_id="no-such-conversation")
+    with pytest.raises(Forbidden):
+        conversation_reference_and_author(user=stranger, chat_id=participant.conversation.chat_id)
+    gone = participant.user
+    chat_id = participant.conversation.chat_id
+    User.objects.filter(pk=gone.pk).delete()
+    # Its participations went with it: not a participant any more.
+    with pytest.raises(Forbidden):
+        conversation_reference_and_author(user=gone, chat_id=chat_id)
