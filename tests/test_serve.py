@@ -1,9 +1,11 @@
 """The web server launcher, `python -m platform_site.serve`: how many processes
 it asks for, what it hands uvicorn, and a real run of it with two processes."""
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -63,13 +65,18 @@ def test_one_process_on_the_embedded_defaults(settings, no_web_concurrency):
 
 @pytest.fixture
 def uvicorn_runs(monkeypatch: pytest.MonkeyPatch, no_web_concurrency: None) -> list[dict[str, Any]]:
-    """The arguments of every uvicorn.run call, instead of running a server."""
+    """The options of every server main() would start (uvicorn.run for one
+    process, serve.supervise for more), with their number of processes."""
     calls: list[dict[str, Any]] = []
 
     def run(app: str, **kwargs: Any) -> None:
-        calls.append({"app": app, **kwargs})
+        calls.append({"app": app, "workers": 1, **kwargs})
+
+    def supervise(options: dict[str, Any], workers: int) -> None:
+        calls.append({**options, "workers": workers})
 
     monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(serve, "supervise", supervise)
     monkeypatch.delenv("WEB_ACCESS_LOG", raising=False)
     monkeypatch.delenv("PORT", raising=False)
     return calls
@@ -240,6 +247,22 @@ def launched(celery_queue: str, redis_bus: str, tmp_path: Path) -> Iterator[Any]
         print(f"--- web ---\n{server.log()}", file=sys.stderr)
 
 
+def sockets_of(pid: int, port: int) -> int:
+    """Established connections to `port` that process `pid` holds (Linux)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            columns = line.split()
+            if columns[3] == "01" and int(columns[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(columns[9])
+    held = 0
+    for fd in (Path("/proc") / str(pid) / "fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd).removeprefix("socket:[").rstrip("]") in inodes:
+                held += 1
+    return held
+
+
 def workers_of(pid: int) -> list[int]:
     """The server processes uvicorn spawned (not multiprocessing's helpers)."""
     return [child for child, cmdline in children_of(pid) if "spawn_main" in cmdline]
@@ -258,6 +281,17 @@ def test_the_launcher_serves_with_two_processes(launched, bot: Bot):
             f"{server.url}/healthz", headers={"connection": "close"}, timeout=READ_TIMEOUT
         )
         assert response.status_code == 200, response.text
+
+    # Connections held open at once are spread over both processes (each
+    # listens on a socket of its own, SO_REUSEPORT): 40 all landing on one
+    # by the kernel's hash would be a 1 in 2^39 chance.
+    held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(40)]
+    try:
+        time.sleep(0.5)
+        assert all(sockets_of(pid, server.port) > 0 for pid in workers)
+    finally:
+        for connection in held:
+            connection.close()
 
     headers = {
         "authorization": f"Bearer {member_token(bot.workspace, Role.DEVELOPER)}",
@@ -278,3 +312,31 @@ def test_the_launcher_serves_with_two_processes(launched, bot: Bot):
     log = server.log()
     for pid in workers:
         assert f"Started server process [{pid}]" in log, log
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_web_process_that_dies_is_replaced(launched):
+    server = launched("--workers", "2")
+    first, second = workers_of(server.process.pid)
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        now = workers_of(server.process.pid)
+        if len(now) == 2 and first not in now and second in now:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"no replacement: {children_of(server.process.pid)}")
+    # The new process serves (it may take a moment to bind and load).
+    replacement = next(pid for pid in now if pid != second)
+    while time.monotonic() < deadline and f"Started server process [{replacement}]" not in (
+        server.log()
+    ):
+        time.sleep(0.2)
+    assert f"Started server process [{replacement}]" in server.log()
+    for _ in range(10):
+        response = httpx.get(
+            f"{server.url}/healthz", headers={"connection": "close"}, timeout=READ_TIMEOUT
+        )
+        assert response.status_code == 200
