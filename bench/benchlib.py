@@ -653,6 +653,7 @@ def uvicorn(
     access_log: bool = False,
     env: dict[str, str] | None = None,
     app: tuple[str, ...] = ("platform_site.asgi:application",),
+    cwd: Path | str = ROOT,
 ) -> Iterator[AsgiServer]:
     """uvicorn serving platform_site.asgi:application on a free loopback port
     with the Procfile's options (`--lifespan off --timeout-graceful-shutdown
@@ -682,7 +683,7 @@ def uvicorn(
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
             command,
-            cwd=ROOT,
+            cwd=cwd,
             env={**proj.env, **(env or {}), "PYTHONUNBUFFERED": "1"},
             stdout=log_file,
             stderr=subprocess.STDOUT,

@@ -920,15 +920,16 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=20, help="seconds of each phase")
     parser.add_argument(
         "--processes",
-        default="1,2",
+        default="1,2,serve",
         help="uvicorn processes (one worker each, on ports of their own) of each run, "
-        "comma-separated: listeners and messages alternate between them",
+        "comma-separated: listeners and messages alternate between them; `serve`: the "
+        "Procfile's web line (platform_site.serve, one process per core on one port)",
     )
     parser.add_argument(
         "--heartbeat", type=float, default=15.0, help="LIVE_STREAM_HEARTBEAT of the server"
     )
     args = parser.parse_args()
-    configurations = [int(n) for n in args.processes.split(",")]
+    configurations = args.processes.split(",")
     listeners = args.conversations * args.per_conversation
     raise_file_limit(2 * listeners + 1000)
 
@@ -959,14 +960,29 @@ def main() -> int:
         if raw_delivered != raw_expected:
             failures.append(f"raw Redis: {raw_delivered} of {raw_expected} deliveries arrived")
         rooms: list[Room] = []
-        for processes in configurations:
-            label = f"{processes} uvicorn process{'es' if processes > 1 else ''}"
+        for configuration in configurations:
+            serve = configuration == "serve"
+            processes = (os.cpu_count() or 1) if serve else int(configuration)
+            label = (
+                f"make run's web ({processes} processes, SO_REUSEPORT)"
+                if serve
+                else f"{processes} uvicorn process{'es' if processes > 1 else ''}"
+            )
             run = Run(label=label, processes=processes)
             with contextlib.ExitStack() as stack:
-                servers = [
-                    stack.enter_context(benchlib.uvicorn(proj, env=server_env))
-                    for _ in range(processes)
-                ]
+                if serve:
+                    servers = [
+                        stack.enter_context(
+                            benchlib.procfile_web(
+                                proj, workers=processes, env={**server_env, "WEB_ACCESS_LOG": "0"}
+                            )
+                        )
+                    ]
+                else:
+                    servers = [
+                        stack.enter_context(benchlib.uvicorn(proj, env=server_env))
+                        for _ in range(processes)
+                    ]
                 if not rooms:
                     log(f"making {listeners} users, {args.conversations} conversations")
                     rooms = asyncio.run(
@@ -987,7 +1003,7 @@ def main() -> int:
         f"each participant a user of its own with one listener ({listeners} listeners); "
         f"messages round-robin over the conversations and their participants, "
         f"{args.rate:g}/s for {args.duration:g} s, open loop, {POST_CONNECTIONS} keep-alive "
-        f"connections; {' then '.join(str(n) for n in configurations)} uvicorn process(es) "
+        f"connections; {' then '.join(configurations)} uvicorn process(es) "
         "(asyncio loop, h11, no access log), PostgreSQL, Redis bus"
     )
     print(

@@ -22,10 +22,15 @@ create event at half its peak rate (open loop, from the scheduled send time).
 Raw inserts (--connections connections, autocommit) run before and after the
 servers; ratios are against their mean.
 
-Checks (exit 1 when one fails): every answer 201, no socket error; stored
-events and messages (each with exactly one message_created event) match the
-201 answers, plus at most one request in flight per connection when wrk
-stops. Nothing asserts on time.
+Reads too: GET /v1/chat/events/{id} and GET /v1/chat/events?pageSize=20
+(`get`, `list`). With --before-tree (a checkout of an earlier commit, made
+with `git worktree add`), `before` serves it as `make run` then did: one
+uvicorn process, Django's ASGI handler.
+
+Checks (exit 1 when one fails): every answer 201 (200 for reads), no socket
+error; stored events and messages (each with exactly one message_created
+event) match the 201 answers, plus at most one request in flight per
+connection when wrk stops; reads store nothing. Nothing asserts on time.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib  # noqa: E402
@@ -50,6 +56,7 @@ import create_event  # noqa: E402
 from benchlib import log  # noqa: E402
 
 DB = "bench_web_tier"
+BEFORE_TREE = ""  # --before-tree
 REDIS_URL = chat_stream.REDIS_URL
 TARGETS = {"serve": 0.25, "production": 0.35, "message": 0.25, "p99_ms": 15.0}
 
@@ -93,11 +100,46 @@ def start(name: str, proj: benchlib.Project) -> Iterator[benchlib.AsgiServer | b
             ),
         ) as asgi:
             yield asgi
+    elif name == "before":
+        # `make run`'s web as it was before this design: uvicorn, one process,
+        # Django's ASGI handler, from a checkout of that commit.
+        if not BEFORE_TREE:
+            raise SystemExit("--before-tree is needed for the `before` server")
+        with benchlib.uvicorn(
+            proj,
+            app=(
+                "platform_site.asgi:application",
+                "--app-dir",
+                BEFORE_TREE,
+                "--http",
+                "platform_site.http_protocol:HttpToolsProtocol",
+            ),
+            env={"PYTHONPATH": BEFORE_TREE},
+            cwd=BEFORE_TREE,
+        ) as before:
+            yield before
     elif name == "gunicorn":
         with benchlib.gunicorn(proj, workers=4, threads=1, worker_connections=8) as wsgi:
             yield wsgi
     else:
         raise SystemExit(f"unknown server {name!r}")
+
+
+def get_script(path: Path, demo: dict[str, Any]) -> None:
+    """GET requests with the developer token; 200 counts as success."""
+    lines = [
+        'wrk.method = "GET"',
+        f'wrk.headers["Authorization"] = {json.dumps("Bearer " + demo["tokens"]["developer"])}',
+        f'wrk.headers["x-bot-id"] = {json.dumps(demo["botId"])}',
+    ]
+    path.write_text("\n".join(lines) + "\n" + create_event.WRK_LUA.replace("== 201", "== 200"))
+
+
+def any_event(proj: benchlib.Project) -> str:
+    with proj.connect(autocommit=True) as conn:
+        row = conn.execute("SELECT id FROM events_event ORDER BY id DESC LIMIT 1").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def stored(proj: benchlib.Project) -> dict[str, int]:
@@ -114,7 +156,15 @@ def main() -> int:
     parser.add_argument("--raw-duration", type=float, default=10)
     parser.add_argument("--latency-duration", type=float, default=10)
     parser.add_argument("--senders", type=int, default=64)
+    parser.add_argument(
+        "--before-tree",
+        default="",
+        help="a checkout of an earlier commit, served as `before` (uvicorn, one process, "
+        "Django's ASGI handler: `make run` then), e.g. made by `git worktree add`",
+    )
     args = parser.parse_args()
+    global BEFORE_TREE
+    BEFORE_TREE = args.before_tree
     conns = args.connections
     benchlib.exit_cleanly_on_sigterm()
     wrk = benchlib.ensure_wrk()
@@ -134,7 +184,9 @@ def main() -> int:
         proj.env["LIVE_STREAM_REDIS_URL"] = REDIS_URL
         demo = proj.demo
         events_lua, messages_lua = Path(tmp) / "events.lua", Path(tmp) / "messages.lua"
+        get_lua = Path(tmp) / "get.lua"
         chat_messages.event_script(events_lua, demo)
+        get_script(get_lua, demo)
 
         def raw() -> None:
             benchlib.wait_for_quiet(60)
@@ -158,9 +210,12 @@ def main() -> int:
                     )
                     chat_messages.message_script(messages_lua, rooms)
                 groups = {name: server.pids()}
+                event_id = any_event(proj)
                 for request, script, path, n in (
                     ("event", events_lua, "/v1/chat/events", conns),
                     ("message", messages_lua, f"/chat/{demo['webhookId']}/messages", conns // 2),
+                    ("get", get_lua, f"/v1/chat/events/{event_id}", conns),
+                    ("list", get_lua, "/v1/chat/events?pageSize=20", conns),
                 ):
                     url = server.base_url + path
                     create_event.run_wrk(
@@ -176,8 +231,8 @@ def main() -> int:
                     cpu = benchlib.cpu_use(cpu_before, benchlib.cpu_snapshot(groups))
                     time.sleep(1)
                     after = stored(proj)
-                    key = "events" if request == "event" else "messages"
-                    created = after[key] - before[key]
+                    key = {"event": "events", "message": "messages"}.get(request)
+                    created = after[key] - before[key] if key else result["created"]
                     measured = Measured(name, request, result, cpu, created)
                     results.append(measured)
                     check(measured, n, before, after, failures)
@@ -232,7 +287,10 @@ def check(
     name = f"{measured.server} {measured.request}"
     if w["other"] or w["err_connect"] or w["err_read"] or w["err_write"] or w["err_timeout"]:
         failures.append(f"{name}: non-201 answers or socket errors: {w}")
-    if not 0 <= measured.created - w["created"] <= connections:
+    if measured.request in ("get", "list"):
+        if after["events"] != before["events"] or after["messages"] != before["messages"]:
+            failures.append(f"{name}: a read stored something: {before} -> {after}")
+    elif not 0 <= measured.created - w["created"] <= connections:
         failures.append(f"{name}: {measured.created} stored but {w['created']} answered 201")
     messages = after["messages"] - before["messages"]
     if after["message_events"] - before["message_events"] != messages:
@@ -258,8 +316,8 @@ def report(
         print(
             f"{m.server:12s} {m.request:8s} {m.rate:7.0f} req/s  ÷ raw {m.rate / raw:6.3f}  "
             f"p50 {w['p50_us'] / 1000:6.2f} ms  p99 {w['p99_us'] / 1000:6.2f} ms  "
-            f"server CPU {m.server_ms_per_request:5.2f} ms/request  201s {w['created']}, "
-            f"stored {m.created}"
+            f"server CPU {m.server_ms_per_request:5.2f} ms/request  answered 2xx {w['created']}, "
+            f"stored or read {m.created}"
         )
         print("   " + m.cpu.report(m.server, w["requests"]).replace("\n", "\n   "))
     if half is not None:
