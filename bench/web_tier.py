@@ -9,6 +9,7 @@ broker and live-stream bus):
 - serve: platform_site/Procfile's `web:` line, exactly as `make run` starts it
   (python -m platform_site.serve: uvicorn, one process per core with Redis,
   views on platform_site.wsgi_bridge's threads, access log on);
+  `serve:WEB_THREADS=4+WEB_ACCESS_LOG=0` the same with those settings;
 - django-asgi: uvicorn with the same processes and protocol, serving Django's
   own ASGI handler (what `make run` served before), no access log;
 - gunicorn: platform_site.wsgi, 4 gthread workers x 1 thread, no access log
@@ -85,8 +86,10 @@ def cores() -> int:
 
 @contextlib.contextmanager
 def start(name: str, proj: benchlib.Project) -> Iterator[benchlib.AsgiServer | benchlib.Server]:
-    if name == "serve":
-        with benchlib.procfile_web(proj, workers=cores()) as served:
+    if name == "serve" or name.startswith("serve:"):
+        # serve:NAME=VALUE,...: the same with settings of its own (WEB_THREADS=2).
+        env = dict(item.split("=", 1) for item in name[6:].split("+") if item)
+        with benchlib.procfile_web(proj, workers=cores(), env=env) as served:
             yield served
     elif name == "django-asgi":
         with benchlib.uvicorn(
@@ -236,7 +239,7 @@ def main() -> int:
                     measured = Measured(name, request, result, cpu, created)
                     results.append(measured)
                     check(measured, n, before, after, failures)
-                if name == "serve":
+                if name == "serve":  # the configuration as shipped
                     half_rate = (
                         next(m.rate for m in results if m.server == name and m.request == "event")
                         / 2

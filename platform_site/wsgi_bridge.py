@@ -30,7 +30,7 @@ Headers = list[tuple[bytes, bytes]]
 
 # Threads per process that run views. They overlap one request's database
 # round trips with another's Python; more only contend for the GIL.
-WEB_THREADS = int(os.environ.get("WEB_THREADS", "4"))
+WEB_THREADS = int(os.environ.get("WEB_THREADS", "2"))
 
 
 class Disconnected(Exception):
