@@ -87,7 +87,7 @@ def cores() -> int:
 @contextlib.contextmanager
 def start(name: str, proj: benchlib.Project) -> Iterator[benchlib.AsgiServer | benchlib.Server]:
     if name == "serve" or name.startswith("serve:"):
-        # serve:NAME=VALUE,...: the same with settings of its own (WEB_THREADS=2).
+        # serve:NAME=VALUE+...: the same with settings of its own (WEB_THREADS=4).
         env = dict(item.split("=", 1) for item in name[6:].split("+") if item)
         with benchlib.procfile_web(proj, workers=cores(), env=env) as served:
             yield served

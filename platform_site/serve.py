@@ -48,6 +48,12 @@ def main(argv: list[str] | None = None) -> None:
         default=os.environ.get("WEB_ACCESS_LOG", "1") != "0",
         help="one line per request on stdout (WEB_ACCESS_LOG=0 turns it off)",
     )
+    parser.add_argument(
+        "--forwarded-allow-ips",
+        default=os.environ.get("FORWARDED_ALLOW_IPS", ""),
+        help="proxies (comma-separated addresses) whose X-Forwarded-For and "
+        "X-Forwarded-Proto are taken for the client's; none by default",
+    )
     args = parser.parse_args(argv)
     workers = args.workers if args.workers is not None else default_workers()
     # Each process checks it against the live stream's bus (settings).
@@ -59,8 +65,10 @@ def main(argv: list[str] | None = None) -> None:
         # Malformed requests answered with the one error body.
         "http": "platform_site.http_protocol:HttpToolsProtocol",
         "lifespan": "off",
-        # Forwarded headers are not trusted (README): not read either.
-        "proxy_headers": False,
+        # Forwarded headers are anybody's to forge: read only from the
+        # proxies named (README, Audit records).
+        "proxy_headers": bool(args.forwarded_allow_ips),
+        "forwarded_allow_ips": args.forwarded_allow_ips or None,
         "timeout_graceful_shutdown": 5,
         "access_log": args.access_log,
     }

@@ -340,3 +340,20 @@ def test_a_web_process_that_dies_is_replaced(launched):
             f"{server.url}/healthz", headers={"connection": "close"}, timeout=READ_TIMEOUT
         )
         assert response.status_code == 200
+
+
+def test_forwarded_headers_are_read_only_from_the_proxies_named(
+    uvicorn_runs, monkeypatch, settings
+):
+    settings.LIVE_STREAM_REDIS_URL = ""
+    monkeypatch.delenv("FORWARDED_ALLOW_IPS", raising=False)
+    serve.main([])
+    serve.main(["--forwarded-allow-ips", "10.0.0.5,10.0.0.6"])
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "10.0.0.7")
+    serve.main([])
+    untrusting, named, from_environment = uvicorn_runs
+    assert untrusting["proxy_headers"] is False
+    assert untrusting["forwarded_allow_ips"] is None
+    assert named["proxy_headers"] is True
+    assert named["forwarded_allow_ips"] == "10.0.0.5,10.0.0.6"
+    assert from_environment["forwarded_allow_ips"] == "10.0.0.7"
