@@ -15,12 +15,15 @@ import multiprocessing.process
 import os
 import signal
 import socket
+import sys
 import time
 from typing import Any
 
 import uvicorn
+from django.core.exceptions import ImproperlyConfigured
 
 logger = logging.getLogger("uvicorn.error")
+
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
@@ -55,7 +58,19 @@ def main(argv: list[str] | None = None) -> None:
         "X-Forwarded-Proto are taken for the client's; none by default",
     )
     args = parser.parse_args(argv)
-    workers = args.workers if args.workers is not None else default_workers()
+    try:
+        workers = args.workers if args.workers is not None else default_workers()
+        from django.conf import settings
+
+        if workers > 1 and not settings.LIVE_STREAM_REDIS_URL:
+            parser.error(
+                "more than one web process needs Redis for the live stream: set "
+                "LIVE_STREAM_REDIS_URL (or a redis:// CELERY_BROKER_URL), or --workers 1"
+            )
+    except ImproperlyConfigured as exc:
+        parser.error(str(exc))
+    if workers < 1:
+        parser.error("--workers must be at least 1")
     # Each process checks it against the live stream's bus (settings).
     os.environ["WEB_CONCURRENCY"] = str(workers)
     options: dict[str, Any] = {
@@ -74,25 +89,28 @@ def main(argv: list[str] | None = None) -> None:
     }
     if workers == 1:
         uvicorn.run(**options)
-    else:
-        supervise(options, workers)
+    elif not supervise(options, workers):
+        sys.exit(1)
 
 
-def supervise(options: dict[str, Any], workers: int) -> None:
+def supervise(options: dict[str, Any], workers: int) -> bool:
     """`workers` uvicorn processes, each listening on a socket of its own
     bound with SO_REUSEPORT, so that the kernel spreads new connections
     evenly over them. (uvicorn's own --workers share one socket, and the
     kernel then hands most connections to whichever process waits first:
     16 keep-alive clients were seen split 2 and 14, and a thousand live
     stream listeners all on one process.) A process that dies is started
-    again; SIGINT or SIGTERM stops them all, each after its grace period."""
+    again, unless it died before it served (its port taken, its settings
+    wrong: it would again): then all stop, and the answer is False. SIGINT or SIGTERM stops them
+    all, each after its grace period."""
     context = multiprocessing.get_context("spawn")
     stopping = False
 
-    def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_serve_one, args=(options,), daemon=False)
+    def start() -> tuple[multiprocessing.process.BaseProcess, Any]:
+        ready = context.Event()
+        process = context.Process(target=_serve_one, args=(options, ready), daemon=False)
         process.start()
-        return process
+        return process, ready
 
     def stop(signum: int, frame: object) -> None:
         nonlocal stopping
@@ -101,23 +119,48 @@ def supervise(options: dict[str, Any], workers: int) -> None:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     processes = [start() for _ in range(workers)]
+    healthy = True
     while not stopping:
         time.sleep(0.5)
-        for index, process in enumerate(processes):
-            if not process.is_alive() and not stopping:
-                logger.warning(
-                    "Web process %s exited (%s): starting another", process.pid, process.exitcode
+        for index, (process, ready) in enumerate(processes):
+            if process.is_alive() or stopping:
+                continue
+            if not ready.is_set():
+                logger.error(
+                    "Web process %s exited (%s) before it served: stopping",
+                    process.pid,
+                    process.exitcode,
                 )
-                processes[index] = start()
-    for process in processes:
+                stopping, healthy = True, False
+                break
+            logger.warning(
+                "Web process %s exited (%s): starting another", process.pid, process.exitcode
+            )
+            processes[index] = start()
+    for process, _ in processes:
         if process.is_alive() and process.pid is not None:
             os.kill(process.pid, signal.SIGTERM)
-    for process in processes:
+    for process, _ in processes:
         process.join()
+    return healthy
 
 
-def _serve_one(options: dict[str, Any]) -> None:
-    """One web process (spawned): its own listening socket, shared by port."""
+class _Server(uvicorn.Server):
+    """uvicorn's server, which tells its supervisor once it serves."""
+
+    def __init__(self, config: uvicorn.Config, ready: Any) -> None:
+        super().__init__(config)
+        self.ready = ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.ready.set()
+
+
+def _serve_one(options: dict[str, Any], ready: Any) -> None:
+    """One web process (spawned): its own listening socket, shared by port;
+    `ready` is set once it serves."""
     family, kind, proto, _, address = socket.getaddrinfo(
         options["host"], options["port"], type=socket.SOCK_STREAM
     )[0]
@@ -127,7 +170,7 @@ def _serve_one(options: dict[str, Any]) -> None:
     listener.bind(address)
     listener.listen(2048)
     listener.set_inheritable(True)
-    uvicorn.Server(uvicorn.Config(**options)).run(sockets=[listener])
+    _Server(uvicorn.Config(**options), ready).run(sockets=[listener])
 
 
 if __name__ == "__main__":

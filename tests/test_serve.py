@@ -72,8 +72,9 @@ def uvicorn_runs(monkeypatch: pytest.MonkeyPatch, no_web_concurrency: None) -> l
     def run(app: str, **kwargs: Any) -> None:
         calls.append({"app": app, "workers": 1, **kwargs})
 
-    def supervise(options: dict[str, Any], workers: int) -> None:
+    def supervise(options: dict[str, Any], workers: int) -> bool:
         calls.append({**options, "workers": workers})
+        return True
 
     monkeypatch.setattr(uvicorn, "run", run)
     monkeypatch.setattr(serve, "supervise", supervise)
@@ -164,8 +165,10 @@ def children_of(pid: int) -> list[tuple[int, str]]:
 class Launched:
     """`python -m platform_site.serve`, as platform_site/Procfile runs it."""
 
-    def __init__(self, *, args: list[str], env: dict[str, str], log_path: Path) -> None:
-        self.port = free_port()
+    def __init__(
+        self, *, args: list[str], env: dict[str, str], log_path: Path, port: int | None = None
+    ) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         command = [str(PYTHON), "-m", "platform_site.serve", "--port", str(self.port), *args]
@@ -218,12 +221,16 @@ def redis_bus() -> str:
 
 
 @pytest.fixture
-def launched(celery_queue: str, redis_bus: str, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
+def launched_unready(
+    celery_queue: str,  # noqa: F811
+    redis_bus: str,
+    tmp_path: Path,
+) -> Iterator[Any]:
     """Starts the launcher on the test database and the run's broker and
-    queue; stops it when the test ends."""
+    queue, without waiting for it; stops it when the test ends."""
     started: list[Launched] = []
 
-    def start(*args: str) -> Launched:
+    def start(*args: str, port: int | None = None) -> Launched:
         env = dict(os.environ)
         env.pop("WEB_CONCURRENCY", None)
         env.update(
@@ -236,15 +243,26 @@ def launched(celery_queue: str, redis_bus: str, tmp_path: Path) -> Iterator[Any]
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        server = Launched(args=list(args), env=env, log_path=tmp_path / "web.log")
+        server = Launched(args=list(args), env=env, log_path=tmp_path / "web.log", port=port)
         started.append(server)
-        server.wait_ready()
         return server
 
     yield start
     for server in started:
         server.stop()
         print(f"--- web ---\n{server.log()}", file=sys.stderr)
+
+
+@pytest.fixture
+def launched(launched_unready: Any) -> Any:
+    """The launcher, once it answers."""
+
+    def start(*args: str) -> Launched:
+        server: Launched = launched_unready(*args)
+        server.wait_ready()
+        return server
+
+    return start
 
 
 def sockets_of(pid: int, port: int) -> int:
@@ -319,6 +337,10 @@ def test_the_launcher_serves_with_two_processes(launched, bot: Bot):
 def test_a_web_process_that_dies_is_replaced(launched):
     server = launched("--workers", "2")
     first, second = workers_of(server.process.pid)
+    # Both serving: a process that dies before it serves stops them all.
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline and server.log().count("Started server process") < 2:
+        time.sleep(0.1)
     os.kill(first, signal.SIGKILL)
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
@@ -357,3 +379,35 @@ def test_forwarded_headers_are_read_only_from_the_proxies_named(
     assert named["proxy_headers"] is True
     assert named["forwarded_allow_ips"] == "10.0.0.5,10.0.0.6"
     assert from_environment["forwarded_allow_ips"] == "10.0.0.7"
+
+
+def test_more_than_one_process_without_redis_is_refused(uvicorn_runs, settings, capsys):
+    settings.LIVE_STREAM_REDIS_URL = ""
+    with pytest.raises(SystemExit) as exited:
+        serve.main(["--workers", "2"])
+    assert exited.value.code == 2
+    assert "needs Redis for the live stream" in capsys.readouterr().err
+    assert uvicorn_runs == []
+
+
+def test_no_processes_is_refused(uvicorn_runs, settings):
+    settings.LIVE_STREAM_REDIS_URL = "redis://127.0.0.1:6379/8"
+    with pytest.raises(SystemExit):
+        serve.main(["--workers", "0"])
+    assert uvicorn_runs == []
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_processes_that_cannot_start_stop_the_launcher(launched_unready):
+    """The port is held by a socket without SO_REUSEPORT: no process can bind
+    it. The launcher must give up (exit 1) rather than restart them forever."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        server = launched_unready("--workers", "2", port=taken.getsockname()[1])
+        assert server.process.wait(timeout=READY_TIMEOUT) == 1, server.log()
+        assert "before it served: stopping" in server.log()
+    finally:
+        taken.close()
