@@ -83,18 +83,18 @@ class CredentialCache(Generic[V]):
             return None
         with _process.lock:
             entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
         if entry is None:
             return None
         fetched_at, value = entry
-        if clock() - fetched_at >= _max_age(fetched_at):
-            with _process.lock:
-                if self._entries.get(key) is entry:
-                    del self._entries[key]
-            return None
+        # Outside the lock: the subscriber's state has a lock of its own.
+        if clock() - fetched_at < _max_age(fetched_at):
+            return value
         with _process.lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-        return value
+            if self._entries.get(key) is entry:
+                del self._entries[key]
+        return None
 
     def fetch(self) -> Fetch:
         """Call before reading the database; hand the result to `put`."""

@@ -11,7 +11,7 @@ from files.models import FILE_KEY_MAX_LENGTH, File, Passage
 from files.passage_json import file_passages_json_select, passages_page_body
 from platform_site.api.errors import InvalidIdentifier, InvalidQuery, ResourceNotFound
 from platform_site.api.ids import is_id
-from platform_site.api.pagination import Page, PageRequest, paginate
+from platform_site.api.pagination import Page, PageRequest, keyset_signer, paginate
 from platform_site.api.tags import tagged
 
 
@@ -93,10 +93,9 @@ class PassagesPage:
 
 
 def _position_signer(file_id: str, passages_version: int) -> signing.Signer:
-    # platform_site.api.pagination's salt and payload for the ordering
-    # ["position"]: a token of passages_list is good for passages_page and
-    # the other way round (tests/test_passages_json.py checks it).
-    return signing.Signer(salt=f"page:{_passages_list_name(file_id, passages_version)}:position")
+    # passages_list's signer: a token of either is good for the other
+    # (tests/test_passages_json.py checks it).
+    return keyset_signer(_passages_list_name(file_id, passages_version), ["position"])
 
 
 def _claimed_position(token: str) -> int | None:

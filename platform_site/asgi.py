@@ -11,7 +11,7 @@ import asyncio
 import gc
 import itertools
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,15 +22,10 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.wsgi import get_wsgi_application
 
 from platform_site.api.body_limits import BODY_REFUSAL, body_overrun, body_refusal
-from platform_site.wsgi_bridge import WsgiBridge
+from platform_site.wsgi_bridge import Receive, Scope, Send, WsgiBridge, header
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_application = get_asgi_application()
-
-# The types Django's handler declares.
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[Mapping[str, Any]]]
-Send = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 # Threads that run the synchronous part of every listener's request (the
 # middleware, its lookups), one request at a time each.
@@ -57,13 +52,6 @@ class ListenerHandler(ASGIHandler):
 
 
 listener_application = ListenerHandler()
-
-
-def header(scope: Scope, name: bytes) -> str | None:
-    """A request header as Django's request.META holds it: repeated values
-    joined by commas."""
-    values = [value.decode("latin1") for key, value in scope["headers"] if key.lower() == name]
-    return ",".join(values) if values else None
 
 
 async def _body_withheld() -> Mapping[str, Any]:
@@ -131,11 +119,15 @@ BRIDGE_BODY_LIMIT = 1024 * 1024
 views_application = WsgiBridge(get_wsgi_application())
 
 
-def _bridged(scope: Scope) -> bool:
-    path: str = scope["path"]
+def _is_listen(path: str) -> bool:
     # Wider than the route (chat/live/urls.py): anything else it takes in is
     # served as usual, only on a shared thread.
-    if path.startswith("/chat/") and path.endswith("/listen"):
+    return path.startswith("/chat/") and path.endswith("/listen")
+
+
+def _bridged(scope: Scope) -> bool:
+    path: str = scope["path"]
+    if _is_listen(path):
         return False
     if path.startswith((settings.FILE_UPLOAD_PATH, settings.FILE_DOWNLOAD_PATH)):
         return False
@@ -153,7 +145,7 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
     # A copy: the server's scope is not ours to mark.
     scope = {**scope}
     receive = body_guard(scope, receive)
-    if scope["path"].startswith("/chat/") and scope["path"].endswith("/listen"):
+    if _is_listen(scope["path"]):
         await listener_application(scope, receive, send)
     else:
         await django_application(scope, receive, send)

@@ -33,6 +33,13 @@ Headers = list[tuple[bytes, bytes]]
 WEB_THREADS = int(os.environ.get("WEB_THREADS", "2"))
 
 
+def header(scope: Scope, name: bytes) -> str | None:
+    """A request header as Django's request.META holds it: repeated values
+    joined by commas."""
+    values = [value.decode("latin1") for key, value in scope["headers"] if key.lower() == name]
+    return ",".join(values) if values else None
+
+
 class Disconnected(Exception):
     """The client went away before its body arrived."""
 
@@ -79,13 +86,11 @@ async def _read_body(scope: Scope, receive: Receive, environ_extra: dict[str, An
     """The whole body, or none at all when its headers already condemn it
     (the middleware then refuses it from the same headers) or it runs past
     its Content-Length (the refusal is left in the environ)."""
-    headers = dict(scope["headers"])
-    content_length = headers.get(b"content-length")
-    length = content_length.decode("latin-1") if content_length is not None else None
+    length = header(scope, b"content-length")
     refusal = body_refusal(
         path=scope["path"],
         content_length=length,
-        transfer_encoding=headers.get(b"transfer-encoding", b"").decode("latin-1"),
+        transfer_encoding=header(scope, b"transfer-encoding") or "",
     )
     if refusal is not None:
         return b""

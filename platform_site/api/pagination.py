@@ -60,6 +60,12 @@ def _encode(value: Any) -> Any:
     return value.isoformat() if isinstance(value, datetime) else value
 
 
+def keyset_signer(list_name: str, ordering: Sequence[str]) -> signing.Signer:
+    """What signs and checks the nextTokens of a list in an ordering: a
+    token of one list or ordering is refused by any other."""
+    return signing.Signer(salt=f"page:{list_name}:{','.join(ordering)}")
+
+
 def paginate(
     queryset: models.QuerySet[ModelT],
     *,
@@ -72,10 +78,10 @@ def paginate(
         raise ValueError("keyset pagination needs an ordering")
     model = queryset.model
     fields = [name.lstrip("-") for name in ordering]
-    salt = f"page:{list_name}:{','.join(ordering)}"
+    signer = keyset_signer(list_name, ordering)
     queryset = queryset.order_by(*ordering)
     if request.token:
-        position = _decode_token(model, fields, request.token, salt)
+        position = _decode_token(model, fields, request.token, signer)
         queryset = queryset.filter(_after(ordering, position))
     rows = list(queryset[: request.size + 1])
     if len(rows) <= request.size:
@@ -83,7 +89,7 @@ def paginate(
     rows = rows[: request.size]
     last = rows[-1]
     position = [_encode(getattr(last, _field(model, f).attname)) for f in fields]
-    return Page(items=rows, next_token=signing.Signer(salt=salt).sign_object(position))
+    return Page(items=rows, next_token=signer.sign_object(position))
 
 
 def _field(model: type[models.Model], name: str) -> models.Field:
@@ -93,9 +99,11 @@ def _field(model: type[models.Model], name: str) -> models.Field:
     return field
 
 
-def _decode_token(model: type[models.Model], fields: list[str], token: str, salt: str) -> list[Any]:
+def _decode_token(
+    model: type[models.Model], fields: list[str], token: str, signer: signing.Signer
+) -> list[Any]:
     try:
-        position = signing.Signer(salt=salt).unsign_object(token)
+        position = signer.unsign_object(token)
     except signing.BadSignature:
         raise InvalidQuery("nextToken is invalid or belongs to another list") from None
     if not isinstance(position, list) or len(position) != len(fields):
