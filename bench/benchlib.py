@@ -680,25 +680,11 @@ def uvicorn(
         command.append("--no-access-log")
     access = "on" if access_log else "off"
     log(f"uvicorn: {workers} worker process(es), access log {access}, port {port}")
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env={**proj.env, **(env or {}), "PYTHONUNBUFFERED": "1"},
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    server = AsgiServer(process, port, workers, log_path)
-    try:
-        _wait_asgi_ready(server)
+    with _asgi_server(
+        command, port=port, workers=workers, env={**proj.env, **(env or {})}, cwd=cwd,
+        log_path=log_path,
+    ) as server:  # fmt: skip
         yield server
-    finally:
-        stop_process(process)
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-30:]
-        errors = [line for line in tail if "Error" in line or "Traceback" in line]
-        if errors:
-            log("uvicorn log (last lines):\n" + "\n".join(tail))
 
 
 @contextlib.contextmanager
@@ -716,11 +702,31 @@ def procfile_web(
         if text.startswith("web:")
     )
     log(f"Procfile web: {line} (PORT={port})")
+    with _asgi_server(
+        ["sh", "-c", f"exec {line}"], port=port, workers=workers,
+        env={**proj.env, **(env or {}), "PORT": str(port)}, cwd=ROOT, log_path=log_path,
+    ) as server:  # fmt: skip
+        yield server
+
+
+@contextlib.contextmanager
+def _asgi_server(
+    command: list[str],
+    *,
+    port: int,
+    workers: int,
+    env: dict[str, str],
+    cwd: Path | str,
+    log_path: Path,
+) -> Iterator[AsgiServer]:
+    """`command` started in a session of its own, logging to `log_path`,
+    until `workers` processes serve; stopped afterwards whatever happened,
+    its log's last lines shown when they hold an error."""
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            ["sh", "-c", f"exec {line}"],
-            cwd=ROOT,
-            env={**proj.env, **(env or {}), "PORT": str(port), "PYTHONUNBUFFERED": "1"},
+            command,
+            cwd=cwd,
+            env={**env, "PYTHONUNBUFFERED": "1"},
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -731,6 +737,10 @@ def procfile_web(
         yield server
     finally:
         stop_process(process)
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-30:]
+        errors = [line for line in tail if "Error" in line or "Traceback" in line]
+        if errors:
+            log("server log (last lines):\n" + "\n".join(tail))
 
 
 def _wait_asgi_ready(server: AsgiServer, timeout: float = 60) -> None:

@@ -1,4 +1,6 @@
+import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -81,6 +83,19 @@ def admin_client(workspace: Workspace) -> Callable[..., APIClient]:
         return admin_api(member_token(target, role), target.id)
 
     return make
+
+
+@dataclass
+class Answer:
+    """A complete answer from an ASGI application driven in-process, shaped
+    for assert_error."""
+
+    status_code: int
+    headers: dict[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
 
 
 def assert_error(response: Any, status: int, error_type: str) -> dict[str, Any]:

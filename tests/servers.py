@@ -1,7 +1,8 @@
-"""Real uvicorn processes serving platform_site.asgi on the test database, as
-platform_site/Procfile runs it, for tests that talk HTTP to the whole app
-(the live stream, the chat round trip). Request the `servers` fixture and
-mark the test `django_db(transaction=True)`: a server sees committed rows only."""
+"""Real uvicorn processes serving platform_site.asgi on the test database,
+one process each (the Procfile's command runs one per core:
+tests/test_serve.py), for tests that talk HTTP to the whole app (the live
+stream, the chat round trip). Request the `servers` fixture and mark the
+test `django_db(transaction=True)`: a server sees committed rows only."""
 
 import json
 import os
@@ -32,14 +33,22 @@ def free_port() -> int:
 
 
 class Server:
-    """`uvicorn platform_site.asgi:application`, as platform_site/Procfile runs it."""
+    """`uvicorn platform_site.asgi:application` on a port of its own."""
 
-    def __init__(self, *, name: str, env: dict[str, str], folder: Path) -> None:
+    def __init__(
+        self, *, name: str, env: dict[str, str], folder: Path, port: int | None = None
+    ) -> None:
         self.name = name
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = folder / f"{name}.log"
-        command = [
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                self.command(), cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    def command(self) -> list[str]:
+        return [
             str(UVICORN),
             "platform_site.asgi:application",
             "--http",
@@ -53,10 +62,6 @@ class Server:
             "--timeout-graceful-shutdown",
             "2",
         ]
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

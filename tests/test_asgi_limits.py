@@ -7,7 +7,6 @@ Tests that reach a view commit (transaction=True): under ASGI the view runs
 in a thread of its own, on its own database connection."""
 
 import asyncio
-import json
 import logging
 import socket
 from collections.abc import Iterable, Iterator
@@ -22,25 +21,13 @@ from events.models import Event
 from files.models import File, FileStatus
 from files.signed_urls import upload_url
 from platform_site import asgi
-from tests.conftest import assert_error
+from tests.conftest import Answer, assert_error
 from tests.factories import FileFactory, member_token
 from tests.servers import READ_TIMEOUT, celery_queue, servers  # noqa: F401
 
 EVENTS = "/v1/chat/events"
 ONE_MB = 1024 * 1024
 PART = 64 * 1024
-
-
-@dataclass
-class Answer:
-    """A complete answer, shaped for assert_error."""
-
-    status_code: int
-    headers: dict[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
 
 
 @dataclass

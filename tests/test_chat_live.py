@@ -28,7 +28,7 @@ from chat.live.stream import PING, removes_listener
 from chat.live.subscriptions import Inbox, ListenerDropped, Subscription
 from chat.models import ChatConnection
 from platform_site import asgi
-from tests.conftest import assert_error
+from tests.conftest import Answer, assert_error
 from tests.factories import (
     BotFactory,
     ChatConnectionFactory,
@@ -86,18 +86,6 @@ def server() -> Iterator[ServerLoop]:
     running = ServerLoop()
     yield running
     running.close()
-
-
-@dataclass
-class Answer:
-    """A complete answer, shaped for assert_error."""
-
-    status_code: int
-    headers: dict[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
 
 
 class Exchange:

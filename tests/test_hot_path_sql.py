@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from bots.models import Conversation, Message, User
+from bots.models import Conversation, Message, Participant, User
 from chat.selectors import conversation_reference_and_author
 from events.models import Event, EventStatus
 from platform_site.api.errors import Forbidden, ReferenceNotFound
@@ -18,6 +18,33 @@ from platform_site.row_insert import insert_statement, row_insert, rows_write, u
 from tests.factories import BotFactory, ConversationFactory, ParticipantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
+
+
+def new_message(participant: Participant, text: str) -> Message:
+    """A participant's text message, not stored yet."""
+    conversation = participant.conversation
+    return Message(
+        bot_id=conversation.bot_id,
+        conversation=conversation,
+        user=participant.user,
+        type="text",
+        payload={"type": "text", "text": text},
+        is_bot=False,
+    )
+
+
+def new_event(bot_id: str, *, conversation_id: str) -> Event:
+    """A pending event of a conversation, not stored yet."""
+    now = timezone.now()
+    return Event(
+        bot_id=bot_id,
+        type="t",
+        payload={},
+        status=EventStatus.PENDING,
+        due_at=now,
+        next_attempt_at=now,
+        conversation_id=conversation_id,
+    )
 
 
 def test_an_inserted_event_reads_back_as_the_orm_would_have_stored_it():
@@ -46,14 +73,7 @@ def test_an_inserted_event_reads_back_as_the_orm_would_have_stored_it():
 def test_rows_written_together_are_all_stored():
     participant = ParticipantFactory()
     conversation = participant.conversation
-    message = Message(
-        bot_id=conversation.bot_id,
-        conversation=conversation,
-        user=participant.user,
-        type="text",
-        payload={"type": "text", "text": "hi"},
-        is_bot=False,
-    )
+    message = new_message(participant, "hi")
     later = conversation.updated_at + timedelta(minutes=5)
     rows_write(
         insert_statement(message),
@@ -66,15 +86,7 @@ def test_rows_written_together_are_all_stored():
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="one statement on PostgreSQL only")
 def test_on_postgresql_rows_written_together_are_one_statement():
     conversation = ConversationFactory()
-    event = Event(
-        bot_id=conversation.bot_id,
-        type="t",
-        payload={},
-        status=EventStatus.PENDING,
-        due_at=timezone.now(),
-        next_attempt_at=timezone.now(),
-        conversation=conversation,
-    )
+    event = new_event(conversation.bot_id, conversation_id=conversation.pk)
     with CaptureQueriesContext(connection) as queries:
         rows_write(
             update_statement(Conversation, conversation.pk, updated_at=timezone.now()),
@@ -91,23 +103,8 @@ def test_when_one_row_fails_none_is_stored():
     whole; elsewhere the transaction rolls back)."""
     participant = ParticipantFactory()
     conversation = participant.conversation
-    message = Message(
-        bot_id=conversation.bot_id,
-        conversation=conversation,
-        user=participant.user,
-        type="text",
-        payload={"type": "text", "text": "lost"},
-        is_bot=False,
-    )
-    orphan = Event(
-        bot_id=conversation.bot_id,
-        type="t",
-        payload={},
-        status=EventStatus.PENDING,
-        due_at=timezone.now(),
-        next_attempt_at=timezone.now(),
-        conversation_id="conv_01JZZZZZZZZZZZZZZZZZZZZZZZ",
-    )
+    message = new_message(participant, "lost")
+    orphan = new_event(conversation.bot_id, conversation_id="conv_01JZZZZZZZZZZZZZZZZZZZZZZZ")
     with pytest.raises(IntegrityError, match="(?i)foreign key"):
         rows_write(insert_statement(message), insert_statement(orphan))
     assert not Message.objects.filter(pk=message.pk).exists()
@@ -116,15 +113,7 @@ def test_when_one_row_fails_none_is_stored():
 
 def test_inside_a_transaction_the_rows_follow_it():
     participant = ParticipantFactory()
-    conversation = participant.conversation
-    message = Message(
-        bot_id=conversation.bot_id,
-        conversation=conversation,
-        user=participant.user,
-        type="text",
-        payload={"type": "text", "text": "rolled back"},
-        is_bot=False,
-    )
+    message = new_message(participant, "rolled back")
 
     class Abort(Exception):
         pass

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from bots.models import Bot, Role
 from events.models import Event
 from platform_site import serve
 from tests.factories import member_token
-from tests.servers import READ_TIMEOUT, READY_TIMEOUT, free_port
+from tests.servers import READ_TIMEOUT, READY_TIMEOUT, Server
 from tests.worker import PROJECT_DIR, celery_queue, worker_database_url  # noqa: F401
 
 PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
@@ -162,47 +161,21 @@ def children_of(pid: int) -> list[tuple[int, str]]:
     return found
 
 
-class Launched:
+class Launched(Server):
     """`python -m platform_site.serve`, as platform_site/Procfile runs it."""
 
     def __init__(
         self, *, args: list[str], env: dict[str, str], log_path: Path, port: int | None = None
     ) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        command = [str(PYTHON), "-m", "platform_site.serve", "--port", str(self.port), *args]
-        with log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
-            )
+        self.args = args
+        super().__init__(name=log_path.stem, env=env, folder=log_path.parent, port=port)
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while True:
-            if self.process.poll() is not None:
-                raise AssertionError(f"the server exited:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not ready in {READY_TIMEOUT} s:\n{self.log()}")
-            time.sleep(0.1)
+    def command(self) -> list[str]:
+        return [str(PYTHON), "-m", "platform_site.serve", "--port", str(self.port), *self.args]
 
     def stop(self) -> None:
         children = [pid for pid, _ in children_of(self.process.pid)]
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        super().stop()
         # Workers left behind by a supervisor that died: ours, by their ids.
         for pid in children:
             try:

@@ -21,7 +21,7 @@ from bots.models import AuditRecord, Bot, Role
 from events.models import Event
 from platform_site import asgi
 from platform_site.wsgi_bridge import _environ
-from tests.conftest import assert_error
+from tests.conftest import Answer, assert_error
 from tests.factories import (
     ChatConnectionFactory,
     ConversationFactory,
@@ -37,18 +37,6 @@ ONE_MB = 1024 * 1024
 CLIENT = ("203.0.113.7", 51234)
 
 Application = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
-
-
-@dataclass
-class Answer:
-    """A complete answer, shaped for assert_error."""
-
-    status_code: int
-    headers: dict[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
 
 
 def http_scope(
