@@ -20,9 +20,14 @@ stated reason (`filter_failure`):
 
 And the objects that the other operations act on (the demo bot, its file, its
 conversation) are not deleted or repointed mid-run (`filter_case`): schemathesis
-reuses ids that it saw in responses.
+reuses ids that it saw in responses. An `Idempotency-Key` that keeps to the
+document is made unique to its case (`map_case`): schemathesis draws the same
+few keys again and again, and the server would answer a second request 422
+(the key's first request was another) or with the first answer, never trying
+it. Replays are tests/test_idempotency.py's to test.
 """
 
+import itertools
 import json
 import os
 import re
@@ -208,3 +213,18 @@ def filter_case(context: Any, case: Any) -> bool:
         return True
     name, ids = protected
     return (case.path_parameters or {}).get(name) not in ids
+
+
+# Keys the document takes (printable ASCII, no surrounding space, 1 to 255).
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,253}[\x21-\x7e])?")
+_case_keys = itertools.count()
+
+
+@schemathesis.hook
+def map_case(context: Any, case: Any) -> Any:
+    headers = case.headers or {}
+    for name, value in headers.items():
+        if name.lower() == "idempotency-key" and isinstance(value, str):
+            if IDEMPOTENCY_KEY.fullmatch(value):
+                headers[name] = f"schemathesis-{next(_case_keys)}"
+    return case

@@ -12,6 +12,7 @@ HOSTED_AUDIT_ACTIONS: dict[str, str] = {
     AuditAction.MEMBER_REMOVED: "REMOVE_WORKSPACE_MEMBER",
     AuditAction.TOKEN_CREATED: "UNKNOWN",
     AuditAction.TOKEN_REVOKED: "UNKNOWN",
+    AuditAction.TOKEN_RATE_LIMIT_CHANGED: "UNKNOWN",
     AuditAction.BOT_CREATED: "CREATE_BOT",
     AuditAction.BOT_UPDATED: "UPDATE_BOT",
     AuditAction.BOT_DELETED: "DELETE_BOT",

@@ -121,6 +121,7 @@ def make_bots(proj: benchlib.Project, urls: Sequence[str]) -> list[str]:
             "SELECT signing_secret FROM bots_bot WHERE id = %s", (proj.demo["botId"],)
         ).fetchone()
         assert row is not None
+        # Copied as stored, encrypted: the bench bots sign with the demo bot's secret.
         secret = row[0]
         cursor.executemany(
             "INSERT INTO bots_bot (id, workspace_id, name, tags, dev, webhook_url, "

@@ -15,12 +15,23 @@ class WorkspacePrincipal:
     workspace: Workspace
     role: str
 
+    @property
+    def idempotency_scope(self) -> str:
+        """Whose Idempotency-Keys these are (bots/idempotency.py): the token's,
+        in this workspace."""
+        return f"admin:{self.token.pk}:{self.workspace.pk}"
+
 
 @dataclass(frozen=True)
 class BotPrincipal(WorkspacePrincipal):
     """An account's token, acting for a bot of a workspace it is a member of."""
 
     bot: Bot
+
+    @property
+    def idempotency_scope(self) -> str:
+        """Whose Idempotency-Keys these are: the token's, for this bot."""
+        return f"runtime:{self.token.pk}:{self.bot.pk}"
 
 
 def bot_principal(request: Request) -> BotPrincipal:

@@ -84,6 +84,29 @@ def access_token_revoke(*, token: AccessToken, actor: Actor = PLATFORM) -> Acces
     return token
 
 
+@transaction.atomic
+def access_token_rate_limit_change(
+    *, token: AccessToken, rate_limit_per_minute: int | None, actor: Actor = PLATFORM
+) -> AccessToken:
+    """Set the token's own ceiling (None: the platform's); every process
+    applies it from the next request on."""
+    before = AccessToken.objects.filter(pk=token.pk).values_list("rate_limit_per_minute").get()[0]
+    token.rate_limit_per_minute = rate_limit_per_minute
+    token.full_clean(exclude=["account"])
+    token.save(update_fields=["rate_limit_per_minute"])
+    if before != rate_limit_per_minute:
+        credentials_changed()
+        audit(
+            actor,
+            action=AuditAction.TOKEN_RATE_LIMIT_CHANGED,
+            target_type="token",
+            target_id=token.pk,
+            workspace=None,
+            changes={"rate_limit_per_minute": {"from": before, "to": rate_limit_per_minute}},
+        )
+    return token
+
+
 def token_digest(raw: str) -> str:
     """The stored hash of a raw token, or InvalidToken when it cannot be one."""
     if len(raw) != TOKEN_LENGTH or not raw.startswith(TOKEN_PREFIX):

@@ -5,6 +5,7 @@ from typing import Any
 from django.db import transaction
 
 from bots.audit import PLATFORM, Actor, audit, changed_fields
+from bots.credential_invalidation import credentials_changed
 from bots.models import AuditAction, Workspace, WorkspaceSettings
 
 SETTINGS_FIELDS = (
@@ -12,7 +13,11 @@ SETTINGS_FIELDS = (
     "event_retention_days",
     "webhook_timeout_seconds",
     "rate_limit_per_minute",
+    "chat_user_rate_limit_per_minute",
+    "chat_address_rate_limit_per_minute",
 )
+# What requests read from the settings through bots/rate_limits.py.
+_RATE_LIMIT_FIELDS = {name for name in SETTINGS_FIELDS if name.endswith("rate_limit_per_minute")}
 
 
 def workspace_settings_get(workspace: Workspace) -> WorkspaceSettings:
@@ -38,6 +43,8 @@ def workspace_settings_update(
     changes = changed_fields(before, settings_fields(record))
     record.full_clean()
     record.save()
+    if _RATE_LIMIT_FIELDS.intersection(changes):
+        credentials_changed()
     if changes:
         audit(
             actor,

@@ -4,6 +4,7 @@ import uuid
 from django.db import models
 
 from bots.models import Bot, Conversation, User
+from platform_site.secret_fields import EncryptedCharField
 
 
 def new_webhook_id() -> str:
@@ -26,7 +27,8 @@ class ChatConnection(models.Model):
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="chat_connections")
     name = models.CharField(max_length=200, blank=True)
     webhook_id = models.CharField(max_length=64, unique=True, default=new_webhook_id)
-    encryption_key = models.CharField(max_length=200, default=new_encryption_key)
+    # Encrypted at rest: whoever holds it can mint any user's key.
+    encryption_key = EncryptedCharField(max_length=200, default=new_encryption_key)
     user_key_mode = models.CharField(
         max_length=10,
         choices=UserKeyMode.choices,

@@ -15,6 +15,12 @@ class ChatPrincipal:
     connection: ChatConnection
     user: User
 
+    @property
+    def idempotency_scope(self) -> str:
+        """Whose Idempotency-Keys these are (bots/idempotency.py): the user's,
+        as SignedKeyHolder's for the same key."""
+        return f"chat:{self.connection.webhook_id}:{self.user.chat_id}"
+
 
 @dataclass(frozen=True)
 class SignedKeyHolder:
@@ -23,6 +29,10 @@ class SignedKeyHolder:
     connection: ChatConnection
     chat_user_id: str
 
+    @property
+    def idempotency_scope(self) -> str:
+        return f"chat:{self.connection.webhook_id}:{self.chat_user_id}"
+
 
 def chat_connection(request: Request) -> ChatConnection:
     """The connection the URL names (ChatView finds it before anything else)."""
@@ -30,6 +40,14 @@ def chat_connection(request: Request) -> ChatConnection:
     if not isinstance(connection, ChatConnection):
         raise TypeError("the view is not a ChatView")
     return connection
+
+
+def chat_client_scope(request: Request) -> str:
+    """Whose Idempotency-Keys a caller without a key uses (POST /users): the
+    client address's, so that nobody elsewhere can replay the key (and user
+    key) another client was given."""
+    address = request.META.get("REMOTE_ADDR", "")
+    return f"chat-client:{chat_connection(request).webhook_id}:{address}"
 
 
 def chat_principal(request: Request) -> ChatPrincipal:

@@ -36,6 +36,7 @@ from events.models import Event, EventStatus
 from events.presenters import delivery_body
 from events.webhook_client import WebhookRequest
 from platform_site.api.fields import format_timestamp
+from platform_site.secret_fields import secret_decrypt
 
 
 @dataclass
@@ -136,7 +137,21 @@ def _claim_statement(
                 "lease_end": now + lease_duration(),
             },
         )
-        rows = [_Row._make((*row[:4], json.loads(row[4]), *row[5:])) for row in cursor.fetchall()]
+        # The signing secrets come as stored, encrypted: a raw statement
+        # does not go through their field, which decrypts on the ORM path.
+        rows = [
+            _Row._make(
+                (
+                    *row[:4],
+                    json.loads(row[4]),
+                    *row[5:13],
+                    secret_decrypt(row[13]),
+                    secret_decrypt(row[14]),
+                    row[15],
+                )
+            )
+            for row in cursor.fetchall()
+        ]
     return sorted(rows, key=lambda row: row.due)
 
 

@@ -4,6 +4,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bots.authentication import BotTokenAuthentication
+from bots.idempotency import idempotent_create
 from bots.permissions import CanReadRuntime, CanWriteEvents
 from bots.principals import bot_principal
 from events.models import EventStatus
@@ -47,6 +48,7 @@ class EventCollectionView(ApiView):
             ),
         ],
     )
+    @idempotent_create
     def post(self, request: Request) -> Response:
         principal = bot_principal(request)
         serializer = EventCreateSerializer(data=request.data)

@@ -21,6 +21,7 @@ from files.selectors import file_get, files_list, passages_page
 from files.serializers import FileMetadataSerializer, FileUpsertSerializer, PassagesSetSerializer
 from files.services import file_delete, file_metadata_update, file_passages_set, file_upsert
 from files.signed_urls import download_grant, upload_grant
+from files.throttles import SignedUrlRateLimit
 from files.uploads import file_upload_receive
 from platform_site.api.database import database_release
 from platform_site.api.pagination import page_request
@@ -203,6 +204,8 @@ class FileUploadView(ApiView):
     """The signed upload URL: the URL is the credential, so no Authorization."""
 
     authentication_classes: list[type] = []
+    throttle_classes = [SignedUrlRateLimit]
+    signed_grant = staticmethod(upload_grant)
     permissions_by_method = {"PUT": [AllowAny]}
     path_parameters = [SIGNED_TOKEN]
     error_statuses = (403, 404)
@@ -236,6 +239,8 @@ class FileDownloadView(ApiView):
     """A file's `url`: signed, so no Authorization."""
 
     authentication_classes: list[type] = []
+    throttle_classes = [SignedUrlRateLimit]
+    signed_grant = staticmethod(download_grant)
     permissions_by_method = {"GET": [AllowAny]}
     path_parameters = [SIGNED_TOKEN]
     error_statuses = (403, 404)

@@ -19,6 +19,7 @@ class HealthzView(ApiView):
 
     authentication_classes = []
     permission_classes = [AllowAny]
+    rate_limited = False  # probes: a load balancer's polling must never be refused
 
     @extend_schema(
         summary="Liveness", operation_id="getLiveness", responses={200: OpenApiTypes.OBJECT}
@@ -32,6 +33,7 @@ class ReadyzView(ApiView):
 
     authentication_classes = []
     permission_classes = [AllowAny]
+    rate_limited = False  # probes: a load balancer's polling must never be refused
 
     @extend_schema(
         summary="Readiness",

@@ -6,10 +6,14 @@ both under DATA_DIR. DATABASE_URL and CELERY_BROKER_URL switch to PostgreSQL
 and Redis with no code change.
 """
 
+import os
 import secrets
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import environ
+from cryptography.fernet import Fernet
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -19,17 +23,35 @@ DATA_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "var"))).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
-def _persistent_secret_key() -> str:
-    # Web, worker and beat must share one key (it signs pagination tokens), and
-    # it must survive restarts; a generated key kept in the data folder gives both.
-    key_file = DATA_DIR / "secret_key"
+def _persistent_secret(name: str, generate: Callable[[], str]) -> str:
+    # Web, worker and beat must share each key, and it must survive restarts;
+    # a generated key kept in the data folder gives both. It is written aside
+    # (readable by its owner only) and linked into place, which fails if the
+    # file exists: processes starting at once all read the one that won,
+    # never a half-written one nor one that another process then replaces.
+    key_file = DATA_DIR / name
     if not key_file.exists():
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
+        handle, draft = tempfile.mkstemp(dir=DATA_DIR, prefix=f".{name}.")
+        with os.fdopen(handle, "w") as file:
+            file.write(generate())
+        try:
+            os.link(draft, key_file)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(draft)
     return key_file.read_text().strip()
 
 
-SECRET_KEY = env.str("SECRET_KEY", default="") or _persistent_secret_key()
+# Signs pagination tokens.
+SECRET_KEY = env.str("SECRET_KEY", default="") or _persistent_secret(
+    "secret_key", lambda: secrets.token_urlsafe(50)
+)
+# Fernet keys of the secrets stored encrypted (platform_site/secret_fields.py):
+# the first encrypts, every one decrypts. Losing them loses those secrets.
+SECRET_ENCRYPTION_KEYS: list[str] = env.list("SECRET_ENCRYPTION_KEYS", default=[]) or [
+    _persistent_secret("secret_encryption_key", lambda: Fernet.generate_key().decode())
+]
 DEBUG = env.bool("DEBUG", default=False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -280,7 +302,9 @@ SPECTACULAR_SETTINGS = {
 # Browsers call the chat interface from any origin; nothing else is cross-origin.
 CORS_URLS_REGEX = r"^/chat/.*$"
 CORS_ALLOW_ALL_ORIGINS = True
-CORS_ALLOW_HEADERS = ["x-user-key", "content-type"]
+CORS_ALLOW_HEADERS = ["x-user-key", "content-type", "idempotency-key"]
+# A browser client may read where it stands against its rate limits.
+CORS_EXPOSE_HEADERS = ["RateLimit", "RateLimit-Policy", "Retry-After", "Idempotent-Replayed"]
 CORS_ALLOW_METHODS = ["GET", "POST", "PUT", "DELETE", "OPTIONS"]
 CORS_PREFLIGHT_MAX_AGE = 86400
 
@@ -350,6 +374,16 @@ EVENT_RETENTION_BATCH = env.int("EVENT_RETENTION_BATCH", default=5000)
 # After a rotation, the old secret signs deliveries beside the new one this long.
 WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", default=24 * 3600.0)
 
+# Idempotency-Key (bots/idempotency.py): a POST's first 2xx answer is replayed
+# to retries with the same key for this many hours. A request holds its key
+# this many seconds at most: should its process die, a retry takes the key over
+# then (a live request whose key was taken over rolls back and answers 409).
+IDEMPOTENCY_KEY_TTL_HOURS = env.float("IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
+IDEMPOTENCY_LOCK_SECONDS = env.float("IDEMPOTENCY_LOCK_SECONDS", default=60.0)
+# Expired keys are deleted this often (seconds), this many per statement.
+IDEMPOTENCY_PURGE_INTERVAL = env.float("IDEMPOTENCY_PURGE_INTERVAL", default=3600.0)
+IDEMPOTENCY_PURGE_BATCH = env.int("IDEMPOTENCY_PURGE_BATCH", default=5000)
+
 # The beat schedule lives here and nowhere else.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "requeue-stalled-indexing": {
@@ -366,6 +400,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "events.tasks.purge_expired_events",
         "schedule": EVENT_RETENTION_INTERVAL,
         "options": {"expires": EVENT_RETENTION_INTERVAL},
+    },
+    "purge-expired-idempotency-keys": {
+        "task": "bots.tasks.purge_expired_idempotency_keys",
+        "schedule": IDEMPOTENCY_PURGE_INTERVAL,
+        "options": {"expires": IDEMPOTENCY_PURGE_INTERVAL},
     },
 }
 
@@ -399,6 +438,29 @@ if env.int("WEB_CONCURRENCY", default=1) > 1 and not LIVE_STREAM_REDIS_URL:
         " LIVE_STREAM_REDIS_URL (or a redis:// CELERY_BROKER_URL)"
     )
 # --- end of Live stream -----------------------------------------------------
+
+# The throttles of every API view that names none (platform_site/api/views.py):
+# each counts the requests it applies to, in one round trip for all of their
+# policies; a view they do not apply to (health probes) is not limited. Not
+# DRF's DEFAULT_THROTTLE_CLASSES, which DRF imports with its views, before the
+# apps these live in are ready.
+API_THROTTLE_CLASSES = ["bots.throttles.TokenRateLimit", "chat.throttles.ChatRateLimit"]
+# Rate limits (platform_site/api/rate_limit.py): per workspace and per token on
+# the runtime and admin API, per chat user and per client address on the chat
+# interface; the workspace's limits are its settings, in the Django admin.
+RATE_LIMIT_ENABLED = env.bool("RATE_LIMIT_ENABLED", default=True)
+# Where every web process counts together; empty: in each process's memory,
+# which is exact only with one web process (the embedded default).
+RATE_LIMIT_REDIS_URL = env.str("RATE_LIMIT_REDIS_URL", default=LIVE_STREAM_REDIS_URL)
+# Requests a minute one token may make, whatever the workspace (a token's own
+# setting in the Django admin overrides it).
+TOKEN_RATE_LIMIT_PER_MINUTE = env.int("TOKEN_RATE_LIMIT_PER_MINUTE", default=3000)
+# The limits a new workspace starts with (staff change each workspace's in the
+# Django admin): its tokens together; one chat user; one client address on
+# the chat interface of its bots.
+WORKSPACE_RATE_LIMIT_PER_MINUTE = env.int("WORKSPACE_RATE_LIMIT_PER_MINUTE", default=600)
+CHAT_USER_RATE_LIMIT_PER_MINUTE = env.int("CHAT_USER_RATE_LIMIT_PER_MINUTE", default=120)
+CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE = env.int("CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE", default=600)
 
 # What a bearer token, a chat webhook id or a user key stands for is cached in
 # each process (bots/credential_cache.py) for at most this many seconds, and

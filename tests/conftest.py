@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from bots.credential_cache import credential_caches_clear
 from bots.models import Bot, Role, Workspace
+from platform_site.api.rate_limit import MemoryLimiter, limiter
 from tests.factories import BotFactory, WorkspaceFactory, member_token
 from tests.receiver import Receiver, running_receiver
 
@@ -29,8 +30,11 @@ def admin_api(token: str, workspace_id: str) -> APIClient:
 @pytest.fixture(autouse=True)
 def _fresh_credential_caches() -> None:
     """Each test's database starts afresh (rolled back), so does what this
-    process remembers of it."""
+    process remembers of it, rate limits included (in Redis they are keyed by
+    ids no other test has)."""
     credential_caches_clear()
+    if isinstance(limiter(), MemoryLimiter):
+        limiter().clear()
 
 
 @pytest.fixture

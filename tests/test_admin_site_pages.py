@@ -625,14 +625,25 @@ def test_revoking_from_the_page_and_the_action(client, administrator, workspace)
     assert AuditRecord.objects.filter(action=AuditAction.TOKEN_REVOKED).count() == 2
 
 
-def test_a_token_is_never_edited_or_deleted(client, superuser):
+def test_a_token_is_never_renamed_or_deleted(client, superuser):
     token, _ = access_token_create(account=superuser, name="a")
     url = reverse("admin:bots_accesstoken_change", args=[token.pk])
-    response = client.post(url, {"name": "renamed"})
-    assert response.status_code == 403
+    response = client.post(url, {"name": "renamed", "rate_limit_per_minute": "90"})
+    assert response.status_code == 302
     assert client.get(reverse("admin:bots_accesstoken_delete", args=[token.pk])).status_code == 403
     token.refresh_from_db()
     assert token.name == "a"
+    # Its ceiling is what a superuser may change, and that is recorded.
+    assert token.rate_limit_per_minute == 90
+    assert_recorded(AuditAction.TOKEN_RATE_LIMIT_CHANGED, superuser, None)
+
+
+def test_only_a_superuser_sets_a_token_ceiling(client, administrator):
+    token, _ = access_token_create(account=administrator, name="a")
+    url = reverse("admin:bots_accesstoken_change", args=[token.pk])
+    assert client.post(url, {"rate_limit_per_minute": "90"}).status_code == 403
+    token.refresh_from_db()
+    assert token.rate_limit_per_minute is None
 
 
 def test_token_filters(client, superuser):

@@ -10,6 +10,7 @@ from adminapi.presenters import bot_json, bot_summary_json
 from adminapi.schema import BotAnswerSerializer, BotListSerializer
 from adminapi.serializers import BotListQuery, BotWriteSerializer
 from adminapi.views.base import AdminView, request_actor
+from bots.idempotency import idempotent_create
 from bots.permissions import CanReadBots, CanWriteBots
 from bots.principals import workspace_principal
 from bots.services import bot_create, bot_delete, bot_update
@@ -63,6 +64,7 @@ class BotCollectionView(AdminView):
         request=BotWriteSerializer,
         responses={201: BotAnswerSerializer, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request) -> Response:
         serializer = BotWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

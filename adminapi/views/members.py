@@ -8,6 +8,7 @@ from adminapi.presenters import member_json
 from adminapi.schema import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
 from adminapi.views.base import AdminView, request_actor
+from bots.idempotency import idempotent_create
 from bots.members import member_remove, member_role_change
 from bots.permissions import CanManageMembers, CanReadMembers
 from bots.principals import workspace_principal
@@ -37,6 +38,7 @@ class MemberCollectionView(AdminView):
         request=MemberCreateSerializer,
         responses={201: WorkspaceMemberSerializer, **ERRORS, 409: ERROR},
     )
+    @idempotent_create
     def post(self, request: Request) -> Response:
         principal = workspace_principal(request)
         serializer = MemberCreateSerializer(data=request.data)

@@ -1,7 +1,7 @@
 """The Django admin of the bots app, one module per subject. Importing them
 registers their model admins."""
 
-from bots.admin import audit, bots, conversations, members, tokens, workspaces
+from bots.admin import audit, bots, conversations, idempotency, members, tokens, workspaces
 from bots.admin.scoping import ReadOnlyAdminMixin, WorkspaceScoped
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "audit",
     "bots",
     "conversations",
+    "idempotency",
     "members",
     "tokens",
     "workspaces",

@@ -1,6 +1,7 @@
 """Access tokens in the admin: made for an account through
 access_token_create (the raw value shown once, on the next page), revoked
-through access_token_revoke, never edited."""
+through access_token_revoke; only their rate limit ceiling is ever edited, by
+a superuser (access_token_rate_limit_change)."""
 
 from datetime import datetime
 from typing import Any
@@ -20,7 +21,7 @@ from bots.admin.saved import adopt
 from bots.admin.scoping import WorkspaceScoped, managed_workspaces
 from bots.audit import actor_of
 from bots.models import AccessToken, Membership
-from bots.tokens import access_token_create, access_token_revoke
+from bots.tokens import access_token_create, access_token_rate_limit_change, access_token_revoke
 
 # Ten years: past that, "never" says it better.
 TOKEN_DAYS_MAX = 3650
@@ -137,6 +138,17 @@ class AccessTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
             "expires_at",
             "revoked_at",
             "last_used_at",
+            "rate_limit_per_minute",
+        )
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: AccessToken | None = None
+    ) -> tuple[str, ...]:
+        if obj is None:
+            return ()
+        # A token's ceiling is the one thing that changes on its page.
+        return tuple(
+            name for name in self.get_fields(request, obj) if name != "rate_limit_per_minute"
         )
 
     def get_form(
@@ -152,8 +164,9 @@ class AccessTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
         return type(form.__name__, (form,), {"request": request})
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Only revocation changes a token, through its own action and button.
-        return False
+        # Revocation has its own action and button; a token's ceiling holds
+        # across every workspace, so only a superuser sets it.
+        return bool(request.user.is_superuser)
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # A revoked token stays, as the record of what it was.
@@ -164,6 +177,13 @@ class AccessTokenAdmin(WorkspaceScoped, admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: AccessToken, form: Any, change: bool) -> None:
         data = form.cleaned_data
+        if change:
+            access_token_rate_limit_change(
+                token=obj,
+                rate_limit_per_minute=data["rate_limit_per_minute"],
+                actor=actor_of(request),
+            )
+            return
         token, raw = access_token_create(
             account=data["email"],
             name=data["name"],

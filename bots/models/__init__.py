@@ -1,6 +1,7 @@
 from .audit import AppendOnlyError, AuditAction, AuditRecord
 from .bot import Bot, Integration, IntegrationInstallation, Workflow
 from .conversation import Conversation, Message, Participant, User
+from .idempotency import IdempotencyKey
 from .token import AccessToken
 from .workspace import Membership, Role, Workspace
 from .workspace_settings import WorkspaceSettings
@@ -12,6 +13,7 @@ __all__ = [
     "AuditRecord",
     "Bot",
     "Conversation",
+    "IdempotencyKey",
     "Integration",
     "IntegrationInstallation",
     "Membership",

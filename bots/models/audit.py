@@ -14,6 +14,7 @@ class AuditAction(models.TextChoices):
     MEMBER_REMOVED = "member.removed", "member removed"
     TOKEN_CREATED = "token.created", "token created"
     TOKEN_REVOKED = "token.revoked", "token revoked"
+    TOKEN_RATE_LIMIT_CHANGED = "token.rate_limit_changed", "token rate limit changed"
     BOT_CREATED = "bot.created", "bot created"
     BOT_UPDATED = "bot.updated", "bot updated"
     BOT_DELETED = "bot.deleted", "bot deleted"

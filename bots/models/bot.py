@@ -5,6 +5,7 @@ from django.core.validators import URLValidator
 from django.db import models
 
 from platform_site.api.ids import PrefixedIdField
+from platform_site.secret_fields import EncryptedCharField
 
 from .workspace import Workspace
 
@@ -27,10 +28,11 @@ class Bot(models.Model):
         validators=[URLValidator(schemes=["http", "https"])],
         help_text="Where events are delivered (http or https).",
     )
-    signing_secret = models.CharField(max_length=100, default=new_signing_secret, editable=False)
+    # Encrypted at rest: whoever holds it can sign events as the platform.
+    signing_secret = EncryptedCharField(max_length=100, default=new_signing_secret, editable=False)
     # After a rotation, deliveries carry a signature with the old secret too
     # until this moment, so a bot can switch secrets without refusing any.
-    previous_signing_secret = models.CharField(max_length=100, blank=True, editable=False)
+    previous_signing_secret = EncryptedCharField(max_length=100, blank=True, editable=False)
     previous_signing_secret_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

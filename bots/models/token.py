@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 
 
@@ -16,6 +17,15 @@ class AccessToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    rate_limit_per_minute = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Requests a minute this token may make, whatever the workspace; "
+            "empty: the platform's ceiling (TOKEN_RATE_LIMIT_PER_MINUTE)."
+        ),
+    )
 
     class Meta:
         indexes = [models.Index(fields=["account", "-created_at"], name="token_account_idx")]

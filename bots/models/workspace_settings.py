@@ -7,12 +7,24 @@ from .workspace import Workspace
 EVENT_RETENTION_DAYS_DEFAULT = 30
 EVENT_RETENTION_DAYS_MAX = 3650
 WEBHOOK_TIMEOUT_SECONDS_MAX = 60.0
-RATE_LIMIT_PER_MINUTE_DEFAULT = 600
 
 
 def default_webhook_timeout() -> float:
     # The deployment's default, for workspaces nobody tuned.
     return float(settings.EVENT_DELIVERY_TIMEOUT)
+
+
+# The deployment's rate limits for a workspace nobody tuned.
+def default_rate_limit() -> int:
+    return int(settings.WORKSPACE_RATE_LIMIT_PER_MINUTE)
+
+
+def default_chat_user_rate_limit() -> int:
+    return int(settings.CHAT_USER_RATE_LIMIT_PER_MINUTE)
+
+
+def default_chat_address_rate_limit() -> int:
+    return int(settings.CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE)
 
 
 class WorkspaceSettings(models.Model):
@@ -35,9 +47,22 @@ class WorkspaceSettings(models.Model):
         help_text="How long a delivery to a bot of this workspace waits for its answer.",
     )
     rate_limit_per_minute = models.PositiveIntegerField(
-        default=RATE_LIMIT_PER_MINUTE_DEFAULT,
+        default=default_rate_limit,
         validators=[MinValueValidator(1)],
-        help_text="Requests a minute the workspace's tokens may make.",
+        help_text="Requests a minute the workspace's tokens may make, together.",
+    )
+    chat_user_rate_limit_per_minute = models.PositiveIntegerField(
+        default=default_chat_user_rate_limit,
+        validators=[MinValueValidator(1)],
+        help_text="Requests a minute one chat user of the workspace's bots may make.",
+    )
+    chat_address_rate_limit_per_minute = models.PositiveIntegerField(
+        default=default_chat_address_rate_limit,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Requests a minute one client address may make to the chat interface of "
+            "the workspace's bots (users it creates and their requests included)."
+        ),
     )
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -3,6 +3,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bots.idempotency import idempotent_create
 from chat.interface.base import ChatView
 from chat.interface.serializers import (
     ConversationCreateSerializer,
@@ -30,6 +31,7 @@ class ConversationCollectionView(ChatView):
         request=ConversationCreateSerializer,
         responses={201: OpenApiTypes.OBJECT, 409: ERROR, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request, webhook_id: str) -> Response:
         serializer = ConversationCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -66,6 +68,7 @@ class ConversationGetOrCreateView(ChatView):
         request=ConversationGetOrCreateSerializer,
         responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request, webhook_id: str) -> Response:
         serializer = ConversationGetOrCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

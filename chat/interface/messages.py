@@ -3,6 +3,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bots.idempotency import idempotent_create
 from chat.interface.base import ChatView
 from chat.interface.serializers import ChatMessageCreateSerializer
 from chat.permissions import IsChatUser
@@ -23,6 +24,7 @@ class MessageCollectionView(ChatView):
         request=ChatMessageCreateSerializer,
         responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request, webhook_id: str) -> Response:
         principal = chat_principal(request)
         serializer = ChatMessageCreateSerializer(data=request.data)

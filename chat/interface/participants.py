@@ -3,6 +3,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bots.idempotency import idempotent_create
 from chat.interface.base import ChatView
 from chat.interface.serializers import ParticipantAddSerializer
 from chat.permissions import IsChatUser
@@ -37,6 +38,7 @@ class ParticipantCollectionView(ChatView):
         request=ParticipantAddSerializer,
         responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
         serializer = ParticipantAddSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

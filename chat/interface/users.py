@@ -5,12 +5,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from bots.idempotency import idempotent_create
 from chat.authentication import SignedUserKeyAuthentication
 from chat.interface.base import ChatView
 from chat.interface.serializers import UserCreateSerializer, UserProfileSerializer
 from chat.permissions import HoldsSignedKey, IsChatUser, IssuesUserKeys
 from chat.presenters import user_chat_json
-from chat.principals import chat_connection, chat_principal, signed_key_holder
+from chat.principals import chat_client_scope, chat_connection, chat_principal, signed_key_holder
 from chat.selectors import chat_user_profile
 from chat.services.users import (
     chat_user_create,
@@ -40,6 +41,7 @@ class UserCollectionView(ChatView):
         request=UserCreateSerializer,
         responses={201: OpenApiTypes.OBJECT, 409: ERROR, **ERRORS},
     )
+    @idempotent_create(scope=chat_client_scope)
     def post(self, request: Request, webhook_id: str) -> Response:
         serializer = UserCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -99,6 +101,7 @@ class UserGetOrCreateView(ChatView):
         request=UserProfileSerializer,
         responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request, webhook_id: str) -> Response:
         serializer = UserProfileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

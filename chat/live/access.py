@@ -3,6 +3,7 @@ the chat connection that the URL names. Checked in the order of the other chat
 routes: unknown webhook 404, wrong method 405, key 401, conversation id 400,
 unknown conversation 404, not a participant 403."""
 
+import math
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -12,29 +13,42 @@ from bots.models import Conversation, Participant, User
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.keys import InvalidUserKey, is_chat_id, user_key_read
 from chat.models import ChatConnection
+from chat.throttles import chat_policies
 from platform_site.api.database import database_release
 from platform_site.api.errors import (
     Forbidden,
     InvalidIdentifier,
     MethodNotFound,
+    RateLimited,
     ResourceNotFound,
     Unauthorized,
 )
+from platform_site.api.rate_limit import Decision, rate_limit_headers, rate_limit_hit
 
 
 @dataclass(frozen=True)
 class Listener:
     conversation_id: str  # the runtime id, which names the channel
     participant_id: str  # the chat id of the key's user: their removal ends the stream
+    rate_limit: Decision | None = None  # where the request left its rate limits
 
 
 async def listener_admit(
-    *, webhook_id: str, method: str, key: str | None, conversation_chat_id: str
+    *,
+    webhook_id: str,
+    method: str,
+    key: str | None,
+    conversation_chat_id: str,
+    remote_addr: str,
 ) -> Listener:
     """The listener a request stands for, or the API error that refuses it."""
     try:
         return await _listener_admit(
-            webhook_id=webhook_id, method=method, key=key, conversation_chat_id=conversation_chat_id
+            webhook_id=webhook_id,
+            method=method,
+            key=key,
+            conversation_chat_id=conversation_chat_id,
+            remote_addr=remote_addr,
         )
     finally:
         # A stream outlives its lookups by hours: listeners hold no connection.
@@ -42,7 +56,12 @@ async def listener_admit(
 
 
 async def _listener_admit(
-    *, webhook_id: str, method: str, key: str | None, conversation_chat_id: str
+    *,
+    webhook_id: str,
+    method: str,
+    key: str | None,
+    conversation_chat_id: str,
+    remote_addr: str,
 ) -> Listener:
     chat = await ChatConnection.objects.filter(webhook_id=webhook_id).afirst()
     if chat is None:
@@ -52,6 +71,10 @@ async def _listener_admit(
             f"Method {method!r} not allowed on the live stream: use GET", headers={"Allow": "GET"}
         )
     user = await _key_user(chat=chat, key=key)
+    # Counted where the other chat routes count: once the key is known good.
+    rate_limit = await sync_to_async(_rate_limit_hit)(
+        bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
+    )
     if not is_chat_id(conversation_chat_id):
         raise InvalidIdentifier(f"{conversation_chat_id[:80]!r} is not a conversation id")
     conversation = await (
@@ -68,7 +91,22 @@ async def _listener_admit(
         raise ResourceNotFound(f"Conversation {conversation_chat_id!r} not found")
     if not conversation.is_participant:
         raise Forbidden(f"You are not a participant of conversation {conversation_chat_id!r}")
-    return Listener(conversation_id=conversation.id, participant_id=user.chat_id)
+    return Listener(
+        conversation_id=conversation.id, participant_id=user.chat_id, rate_limit=rate_limit
+    )
+
+
+def _rate_limit_hit(*, bot_id: str, remote_addr: str, chat_user_id: str) -> Decision | None:
+    decision = rate_limit_hit(
+        chat_policies(bot_id=bot_id, remote_addr=remote_addr, chat_user_id=chat_user_id)
+    )
+    if decision is not None and not decision.allowed:
+        wait = max(math.ceil(decision.retry_after), 1)
+        raise RateLimited(
+            f"Too many requests: retry in {wait} s",
+            headers={"Retry-After": str(wait), **rate_limit_headers(decision)},
+        )
+    return decision
 
 
 async def _key_user(*, chat: ChatConnection, key: str | None) -> User:

@@ -17,6 +17,7 @@ from chat.live.bus import conversation_channel, live_bus
 from chat.live.stream import listener_stream
 from platform_site.api.errors import APIError, Internal
 from platform_site.api.exception_handler import error_response
+from platform_site.api.rate_limit import rate_limit_headers
 
 logger = logging.getLogger("chat.live")
 
@@ -31,6 +32,7 @@ async def conversation_listen(
             method=request.method or "",
             key=request.headers.get("x-user-key"),
             conversation_chat_id=conversation_id,
+            remote_addr=request.META.get("REMOTE_ADDR", ""),
         )
         if not isinstance(request, ASGIRequest):
             # A WSGI server would read the endless stream to its end before
@@ -50,6 +52,9 @@ async def conversation_listen(
         ),
         content_type="text/event-stream",
     )
+    if listener.rate_limit is not None:
+        for name, value in rate_limit_headers(listener.rate_limit).items():
+            response[name] = value
     response["Cache-Control"] = "no-cache"
     # nginx and similar proxies: pass each message on as it comes.
     response["X-Accel-Buffering"] = "no"

@@ -8,6 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bots.authentication import BotTokenAuthentication
+from bots.idempotency import idempotent_create
 from bots.permissions import CanReadChat, CanWriteMessages
 from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
 from bots.principals import bot_principal
@@ -48,6 +49,7 @@ class MessageCollectionView(RuntimeChatView):
         request=BotMessageCreateSerializer,
         responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request) -> Response:
         serializer = BotMessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -100,6 +102,7 @@ class MessageGetOrCreateView(RuntimeChatView):
         request=BotMessageGetOrCreateSerializer,
         responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
+    @idempotent_create
     def post(self, request: Request) -> Response:
         serializer = BotMessageGetOrCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

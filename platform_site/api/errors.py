@@ -74,6 +74,18 @@ class AlreadyExists(APIError):
     default_message = "The resource already exists"
 
 
+class IdempotencyConflict(APIError):
+    """The first request with the key is still running: a retry a moment
+    later gets its answer, so this says when (`Retry-After`, seconds)."""
+
+    status_code = 409
+    type = "IdempotencyConflict"
+    default_message = "A request with this Idempotency-Key is still in progress; retry shortly"
+
+    def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
+        super().__init__(message, headers={"Retry-After": "1", **(headers or {})})
+
+
 class PayloadTooLarge(APIError):
     status_code = 413
     type = "PayloadTooLarge"
@@ -84,6 +96,12 @@ class UnsupportedMediaType(APIError):
     status_code = 415
     type = "UnsupportedMediaType"
     default_message = "The request body must be application/json"
+
+
+class IdempotencyMismatch(APIError):
+    status_code = 422
+    type = "IdempotencyMismatch"
+    default_message = "This Idempotency-Key was used with another request"
 
 
 class RateLimited(APIError):

@@ -1,6 +1,7 @@
 """One error body for every failure, from DRF views and from Django itself."""
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -84,8 +85,10 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
             return errors.Unauthorized(str(exc.detail), headers={"WWW-Authenticate": auth_header})
         return errors.Forbidden(str(exc.detail))
     if isinstance(exc, drf.Throttled):
-        wait = getattr(exc, "wait", None) or 1
-        return errors.RateLimited(headers={"Retry-After": str(int(wait) + 1)})
+        wait = max(math.ceil(getattr(exc, "wait", None) or 1), 1)
+        return errors.RateLimited(
+            f"Too many requests: retry in {wait} s", headers={"Retry-After": str(wait)}
+        )
     if isinstance(exc, drf.MethodNotAllowed):
         return errors.MethodNotFound(str(exc.detail))
     if isinstance(exc, drf.UnsupportedMediaType):

@@ -6,7 +6,7 @@ what they cannot say by themselves:
 
 - ApiAutoSchema (DEFAULT_SCHEMA_CLASS): each operation's tag, the pattern of
   each id in its path, and every error status it can answer, all with the one
-  error body;
+  error body; and the Idempotency-Key of the POSTs that create;
 - ClosedSerializerScheme: request bodies are closed (`additionalProperties:
   false`), a serializer's `exactly_one_of` is a `oneOf` and its
   `at_most_one_of` a `not` of any two;
@@ -104,14 +104,35 @@ _ERROR_DESCRIPTIONS = {
     401: "Credentials are missing or invalid",
     403: "The credentials do not allow this",
     404: "The path names nothing the caller can see",
-    409: "A caller-chosen id or key is taken",
+    409: "A caller-chosen id or key is taken (AlreadyExists), or the first request with this"
+    " Idempotency-Key is still in flight (IdempotencyConflict)",
     413: "The request body is over the limit",
     415: "The request body is not application/json",
+    422: "The Idempotency-Key was used with another request (IdempotencyMismatch)",
     503: "The database or broker is out of reach: retry after Retry-After seconds",
 }
+_ERROR_DESCRIPTIONS[429] = (
+    "Over a rate limit (RateLimited): retry after Retry-After seconds; RateLimit says which"
+)
+# Name: (description, always sent).
 _ERROR_HEADERS = {
-    401: {"WWW-Authenticate": "The scheme to authenticate with"},
-    503: {"Retry-After": "Seconds to wait before retrying"},
+    401: {"WWW-Authenticate": ("The scheme to authenticate with", True)},
+    409: {"Retry-After": ("Seconds to wait before retrying (IdempotencyConflict)", False)},
+    429: {"Retry-After": ("Seconds to wait before retrying", True)},
+    503: {"Retry-After": ("Seconds to wait before retrying", True)},
+}
+# On the answers of an operation whose requests count against rate limits,
+# unless the limiter is off or out of reach.
+RATE_LIMIT_HEADERS = {
+    name: {"description": text, "schema": {"type": "string"}}
+    for name, text in {
+        "RateLimit-Policy": "The rate limit policies the request counted against (IETF httpapi"
+        ' ratelimit-headers draft), e.g. `"workspace";q=600;w=60, "token";q=3000;w=60`: `q`'
+        " requests per `w` seconds",
+        "RateLimit": "Where each policy stands after the request, e.g."
+        ' `"workspace";r=599;t=1, "token";r=2999;t=1`: `r` requests left now, `t` seconds'
+        " until the whole limit is back",
+    }.items()
 }
 
 # Kept for views that list error answers themselves: ApiAutoSchema adds the
@@ -147,6 +168,36 @@ TAGS = OpenApiParameter(
         " A key given twice is 400."
     ),
 )
+
+
+# A view method bearing this attribute (set by bots.idempotency.idempotent_create)
+# takes an Idempotency-Key: its operation documents the header and its answers.
+TAKES_IDEMPOTENCY_KEY = "takes_idempotency_key"
+IDEMPOTENCY_KEY_MAX_LENGTH = 255
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": IDEMPOTENCY_KEY_MAX_LENGTH,
+        # Printable ASCII; HTTP drops a value's surrounding spaces on the way.
+        "pattern": r"^[\x21-\x7E](?:[\x20-\x7E]*[\x21-\x7E])?$",
+    },
+    OpenApiParameter.HEADER,
+    description=(
+        "A key of the client's choosing (a UUID, say) that makes a retry safe: for"
+        f" {settings.IDEMPOTENCY_KEY_TTL_HOURS:g} hours, the same request with the same key and"
+        " credentials gets the first 2xx answer again, with `Idempotent-Replayed: true`, and"
+        " creates nothing. The key reused with another request is 422; while the first request"
+        " runs, 409. An error answer is not kept: the key may be sent again."
+    ),
+)
+IDEMPOTENT_REPLAYED = {
+    "Idempotent-Replayed": {
+        "description": "Sent on the answer repeated for a retry with an Idempotency-Key",
+        "schema": {"type": "string", "enum": ["true"]},
+    }
+}
 
 
 def query_id_filter(name: str, description: str) -> OpenApiParameter:
@@ -194,8 +245,8 @@ def error_response(status: int, registry_ref: dict[str, Any]) -> dict[str, Any]:
     headers = _ERROR_HEADERS.get(status)
     if headers:
         response["headers"] = {
-            name: {"required": True, "description": text, "schema": {"type": "string"}}
-            for name, text in headers.items()
+            name: {"required": required, "description": text, "schema": {"type": "string"}}
+            for name, (text, required) in headers.items()
         }
     return response
 
@@ -230,7 +281,12 @@ class ApiAutoSchema(AutoSchema):
             for name in variables(self.path)
             if name in PATH_ID_PREFIXES and name not in named
         ]
-        return [*defaults, *declared, *super().get_override_parameters()]
+        idempotency = [IDEMPOTENCY_KEY] if self._takes_idempotency_key() else []
+        return [*defaults, *declared, *idempotency, *super().get_override_parameters()]
+
+    def _takes_idempotency_key(self) -> bool:
+        handler = getattr(self.view, self.method.lower(), None)
+        return bool(getattr(handler, TAKES_IDEMPOTENCY_KEY, False))
 
     def get_operation(
         self,
@@ -247,12 +303,24 @@ class ApiAutoSchema(AutoSchema):
         ref = self.resolve_serializer(ErrorBodySerializer, "response").ref
         for status in sorted(self._error_statuses(operation)):
             responses[str(status)] = error_response(status, ref)
+        if self._takes_idempotency_key():
+            for status, response in responses.items():
+                if status.startswith("2"):
+                    response.setdefault("headers", {}).update(IDEMPOTENT_REPLAYED)
+        if getattr(self.view, "rate_limited", False):
+            for status, response in responses.items():
+                if status.startswith("2") or status == "429":
+                    response.setdefault("headers", {}).update(RATE_LIMIT_HEADERS)
         return operation
 
     def _error_statuses(self, operation: dict[str, Any]) -> set[int]:
         # Any request may be refused as malformed (a NUL in its path or query,
         # a body without Content-Length) or meet an unreachable database.
         statuses = {400, 503, *getattr(self.view, "error_statuses", ())}
+        if self._takes_idempotency_key():
+            statuses |= {409, 422}
+        if getattr(self.view, "rate_limited", False):
+            statuses.add(429)
         if self.view.authentication_classes:
             statuses |= {401, 403}
         if variables(self.path):

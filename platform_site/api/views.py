@@ -1,10 +1,22 @@
+from functools import cache
 from typing import Any, ClassVar
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
+
+from platform_site.api.rate_limit import Decision, rate_limit_headers
+
+
+@cache
+def api_throttle_classes() -> list[type[BaseThrottle]]:
+    return [import_string(path) for path in settings.API_THROTTLE_CLASSES]
 
 
 class DenyAll(BasePermission):
@@ -28,6 +40,13 @@ class ApiView(APIView):
     """
 
     http_method_names = ["get", "post", "put", "patch", "delete", "head"]
+    # None: settings.API_THROTTLE_CLASSES.
+    throttle_classes: Any = None
+    # Whether its requests count against rate limits (said by the OpenAPI document).
+    rate_limited: ClassVar[bool] = True
+    # Where the request stands against its rate limits, once a throttle
+    # (platform_site/api/throttling.py) counted it; its answer says so.
+    rate_limit: Decision | None = None
     permissions_by_method: ClassVar[dict[str, list[type[BasePermission]]]] = {}
     path_parameters: ClassVar[list[OpenApiParameter]] = []
     error_statuses: ClassVar[tuple[int, ...]] = ()
@@ -37,6 +56,19 @@ class ApiView(APIView):
         if method not in self.http_method_names or not hasattr(self, method):
             raise MethodNotAllowed(request.method or "")
         super().initial(request, *args, **kwargs)
+
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if self.rate_limit is not None:
+            for name, value in rate_limit_headers(self.rate_limit).items():
+                response[name] = value
+        return response
+
+    def get_throttles(self) -> list[BaseThrottle]:
+        classes = self.throttle_classes
+        return [cls() for cls in (api_throttle_classes() if classes is None else classes)]
 
     def get_permissions(self) -> Any:
         if not self.permissions_by_method:

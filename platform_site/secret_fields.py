@@ -1,0 +1,203 @@
+"""Secrets kept encrypted at rest. The column of an EncryptedCharField holds a
+Fernet token of the value (AES-128-CBC and HMAC-SHA256), never the value, so
+that a dump or backup of the database holds no usable secret; the attribute
+is the plain value. The keys are SECRET_ENCRYPTION_KEYS: the first encrypts,
+any of them decrypts, so that a new key can be put first, every stored value
+re-encrypted with it (`manage.py rotate_secret_encryption_keys`), and the old
+key dropped."""
+
+import base64
+import binascii
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, models, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+# A Fernet token: version byte, timestamp (8), IV (16), at least one AES block
+# (16), HMAC (32).
+_TOKEN_VERSION = 0x80
+_TOKEN_OVERHEAD = 1 + 8 + 16 + 32
+_AES_BLOCK = 16
+# Rows re-written per transaction by the migrations and the key rotation.
+_BATCH = 500
+
+
+class UndecryptableSecret(ImproperlyConfigured):
+    """A stored secret that no key of SECRET_ENCRYPTION_KEYS decrypts: the
+    setting lacks the key it was encrypted with. Never read as some other
+    value: a wrong secret would fail later, far from the cause."""
+
+
+def _keys() -> tuple[str, ...]:
+    return tuple(settings.SECRET_ENCRYPTION_KEYS)
+
+
+@lru_cache(maxsize=4)
+def _fernet(keys: tuple[str, ...]) -> MultiFernet:
+    if not keys:
+        raise ImproperlyConfigured("SECRET_ENCRYPTION_KEYS holds no key")
+    try:
+        return MultiFernet([Fernet(key) for key in keys])
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"SECRET_ENCRYPTION_KEYS: {exc}") from None
+
+
+def _undecryptable() -> UndecryptableSecret:
+    return UndecryptableSecret(
+        "A stored secret cannot be decrypted with any key of SECRET_ENCRYPTION_KEYS:"
+        " add the key it was encrypted with to the setting"
+    )
+
+
+def secret_encrypt(value: str) -> str:
+    """The token to store for `value`. "" stays "": an absent secret has
+    nothing to hide, and stays findable."""
+    if not value:
+        return value
+    return _fernet(_keys()).encrypt(value.encode()).decode()
+
+
+def secret_decrypt(token: str) -> str:
+    """The value a stored token holds ("" for "")."""
+    if not token:
+        return token
+    return _decrypted(_keys(), token)
+
+
+# Keyed by the keys too, so that a change of the setting (tests) is never
+# answered from what the old keys decrypted. The delivery engine reads the
+# same bot's secret for every event it claims: one decryption serves them all.
+@lru_cache(maxsize=4096)
+def _decrypted(keys: tuple[str, ...], token: str) -> str:
+    try:
+        return _fernet(keys).decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise _undecryptable() from None
+
+
+def secret_seal(data: bytes) -> bytes:
+    """`data` encrypted as a secret is, for larger values kept a while (the
+    answers kept for Idempotency-Keys, which may hold a user key): not
+    cached, unlike secret_decrypt's small values."""
+    return _fernet(_keys()).encrypt(data)
+
+
+def secret_unseal(token: bytes) -> bytes:
+    try:
+        return _fernet(_keys()).decrypt(token)
+    except InvalidToken:
+        raise _undecryptable() from None
+
+
+def secret_rotate(token: str) -> str:
+    """The token re-encrypted with the first key."""
+    if not token:
+        return token
+    try:
+        return _fernet(_keys()).rotate(token.encode()).decode()
+    except InvalidToken:
+        raise _undecryptable() from None
+
+
+def is_secret_token(value: str) -> bool:
+    """Whether a stored value has the shape of a token (whether or not the
+    keys decrypt it), which no plain secret of ours has."""
+    try:
+        raw = base64.b64decode(value.encode(), altchars=b"-_", validate=True)
+    except binascii.Error:
+        return False
+    body = len(raw) - _TOKEN_OVERHEAD
+    return raw[:1] == bytes([_TOKEN_VERSION]) and body >= _AES_BLOCK and body % _AES_BLOCK == 0
+
+
+class EncryptedCharField(models.CharField):
+    """A CharField stored encrypted. max_length bounds the plain value (forms,
+    validation); the column is text, the token being longer. Lookups find
+    nothing but "": each encryption of a value differs (a random IV)."""
+
+    def get_internal_type(self) -> str:
+        return "TextField"
+
+    def get_db_prep_save(self, value: Any, connection: BaseDatabaseWrapper) -> Any:
+        prepared = super().get_db_prep_save(value, connection)
+        return None if prepared is None else secret_encrypt(prepared)
+
+    def from_db_value(
+        self, value: str | None, expression: Any, connection: BaseDatabaseWrapper
+    ) -> str | None:
+        return None if value is None else secret_decrypt(value)
+
+
+def _plain_encrypted(value: str) -> str | None:
+    if is_secret_token(value):
+        secret_decrypt(value)  # raises if the keys cannot read it
+        return None
+    return secret_encrypt(value)
+
+
+def _encrypted_plain(value: str) -> str | None:
+    return secret_decrypt(value) if is_secret_token(value) else None
+
+
+def stored_secrets_encrypt(*, model: type[models.Model], field_name: str, using: str) -> int:
+    """Encrypt the plain values of a field's column (those of rows written
+    before it was encrypted); values encrypted already are left as they are,
+    so that running it again changes nothing. How many it encrypted."""
+    return _stored_secrets_rewrite(model, field_name, using, _plain_encrypted)
+
+
+def stored_secrets_decrypt(*, model: type[models.Model], field_name: str, using: str) -> int:
+    """Decrypt a field's column back to plain values (undoing
+    stored_secrets_encrypt); how many it decrypted."""
+    return _stored_secrets_rewrite(model, field_name, using, _encrypted_plain)
+
+
+def stored_secrets_rotate(*, model: type[models.Model], field_name: str, using: str) -> int:
+    """Re-encrypt every value of a field's column with the first key; how many."""
+    return _stored_secrets_rewrite(model, field_name, using, secret_rotate)
+
+
+def _stored_secrets_rewrite(
+    model: type[models.Model],
+    field_name: str,
+    using: str,
+    rewrite: Callable[[str], str | None],
+) -> int:
+    # On the columns, not through the field, which would decrypt on reading
+    # and encrypt on writing; and with the model's table and columns only,
+    # so that a migration's historical model serves as well. A row is written
+    # back only if it still holds what was read: a secret changed meanwhile
+    # (a bot's rotation) is kept, not overwritten with the old one.
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    meta = model._meta
+    table = quote(meta.db_table)
+    field = meta.get_field(field_name)
+    assert isinstance(field, models.Field)
+    pk = quote(meta.pk.column)
+    column = quote(field.column)
+    select = f"SELECT {pk}, {column} FROM {table} WHERE {column} <> ''"
+    order = f"ORDER BY {pk} LIMIT %s"
+    update = f"UPDATE {table} SET {column} = %s WHERE {pk} = %s AND {column} = %s"
+    rewritten = 0
+    last: Any = None
+    while True:
+        with transaction.atomic(using=using), connection.cursor() as cursor:
+            if last is None:
+                cursor.execute(f"{select} {order}", [_BATCH])
+            else:
+                cursor.execute(f"{select} AND {pk} > %s {order}", [last, _BATCH])
+            rows = cursor.fetchall()
+            for key, stored in rows:
+                new = rewrite(stored)
+                if new is not None:
+                    cursor.execute(update, [new, key, stored])
+                    rewritten += cursor.rowcount
+        if len(rows) < _BATCH:
+            return rewritten
+        last = rows[-1][0]
