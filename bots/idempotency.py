@@ -2,31 +2,31 @@
 network error gets the first answer again instead of a second object.
 
 A key belongs to a scope, the credential and what it acts on (the principals'
-`idempotency_scope`), so nobody else can replay it. The first request claims
-the key with a row committed on its own; a concurrent twin finds the row and
-is refused (409) while it is in flight. The view then runs in one transaction
-with the UPDATE that stores its answer, conditional on the claim: the object
-made and the answer kept commit together or not at all, so one key never makes
-two objects, even across a crash (a claim whose process died is taken over
-once `locked_until` passes, and the request that lost it rolls back).
+`idempotency_scope`), so nobody else can replay it. A request whose key has
+an answer kept is answered that (or 422 when the key came with another
+request) without running. Otherwise the view runs in one transaction with
+the INSERT that keeps its answer: the object made and the answer kept commit
+together or not at all, so a crash leaves neither, and the key is free again.
+Two twins sent at once both run; the second's INSERT waits on the first's
+(the unique key), finds it committed, and the second rolls back what it made
+and answers the first's answer. One key never makes two objects, and costs
+one transaction, not two (BENCHMARKS.md section 9).
 
 Only a 2xx answer is kept. An error, raised or answered, made nothing (the
-transaction rolled back), so the claim is released and the client may send
-the same key again with the request mended. Rows expire after
-IDEMPOTENCY_KEY_TTL_HOURS and are purged by beat (bots/tasks.py)."""
+transaction rolled back), so the client may send the same key again with the
+request mended. Rows expire after IDEMPOTENCY_KEY_TTL_HOURS, count as absent
+from then on, and are purged by beat (bots/tasks.py)."""
 
 import functools
 import hashlib
 import re
-import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any, Concatenate, ParamSpec, overload
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db import connection, transaction
 from django.http import HttpResponse, HttpResponseBase
 from django.utils import timezone
 from rest_framework.request import Request
@@ -45,16 +45,6 @@ KEY_HEADER = "HTTP_IDEMPOTENCY_KEY"
 KEY_RE = re.compile(rf"[\x20-\x7e]{{1,{IDEMPOTENCY_KEY_MAX_LENGTH}}}")
 # What a replay must repeat beside the body; the rest is the server's to set anew.
 KEPT_HEADERS = ("Content-Type", "Location")
-# Each attempt loses only to another request changing the row in between.
-CLAIM_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A request's hold on its key: the row, and the token that says it is this request's."""
-
-    pk: int
-    token: str
 
 
 def principal_scope(request: Request) -> str:
@@ -143,121 +133,108 @@ def idempotent_run(
             f"Idempotency-Key: Must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII"
             " characters."
         )
-    claim = idempotency_key_claim(scope=scope, key=key, fingerprint=fingerprint)
-    if isinstance(claim, HttpResponse):
-        return claim
+    kept = _kept_answer(scope=scope, key=key, fingerprint=fingerprint)
+    if kept is not None:
+        return kept
     try:
         with transaction.atomic():
             response = handle()
-            kept = 200 <= response.status_code < 300
-            if kept:
-                _answer_store(claim, response)
-            else:
+            if not 200 <= response.status_code < 300:
                 # An error answered rather than raised keeps nothing either.
                 transaction.set_rollback(True)
-    except Exception:
-        _release(claim)
-        raise
-    if not kept:
-        _release(claim)
+            elif not _answer_keep(scope=scope, key=key, fingerprint=fingerprint, response=response):
+                raise _Taken
+    except _Taken:
+        # A twin committed first: what this one made is rolled back, and the
+        # twin's answer is this one's.
+        kept = _kept_answer(scope=scope, key=key, fingerprint=fingerprint)
+        if kept is None:  # it expired in between: a retry starts afresh
+            raise IdempotencyConflict() from None
+        return kept
     return response
 
 
-def idempotency_key_claim(*, scope: str, key: str, fingerprint: str) -> Claim | HttpResponse:
-    """This request's claim on the key, or the answer to replay; IdempotencyMismatch
-    or IdempotencyConflict when the key is another request's."""
-    token = secrets.token_hex(16)
-    for _ in range(CLAIM_ATTEMPTS):
-        now = timezone.now()
-        row = IdempotencyKey(scope=scope, key=key, fingerprint=fingerprint, **_fresh(token, now))
-        try:
-            # Committed at once, on its own: concurrent twins must see it.
-            with transaction.atomic():
-                row.save(force_insert=True)
-            return Claim(pk=row.pk, token=token)
-        except IntegrityError:
-            pass
-        found = IdempotencyKey.objects.filter(scope=scope, key=key).first()
-        if found is None:
-            continue  # released meanwhile
-        if not _takeable(found, now):
-            if found.fingerprint != fingerprint:
-                raise IdempotencyMismatch(
-                    "This Idempotency-Key was used with another request (method, path or"
-                    " body): use a new key for a new request"
-                )
-            if found.status_code is not None:
-                return _replay(found)
-            raise IdempotencyConflict()
-        if _take_over(found, token=token, fingerprint=fingerprint, now=now):
-            return Claim(pk=found.pk, token=token)
-    raise IdempotencyConflict()
+class _Taken(Exception):
+    """The key's answer was kept by another request meanwhile."""
 
 
-def _fresh(token: str, now: datetime) -> dict[str, Any]:
-    return {
-        "claim": token,
-        "locked_until": now + timedelta(seconds=settings.IDEMPOTENCY_LOCK_SECONDS),
-        "expires_at": now + timedelta(hours=settings.IDEMPOTENCY_KEY_TTL_HOURS),
-    }
-
-
-def _stale(now: datetime) -> Q:
-    """Rows that count as absent: expired, or held by a request that died."""
-    return Q(expires_at__lte=now) | Q(status_code__isnull=True, locked_until__lte=now)
-
-
-def _takeable(row: IdempotencyKey, now: datetime) -> bool:
-    return row.expires_at <= now or (
-        row.status_code is None and row.locked_until is not None and row.locked_until <= now
+def _kept_answer(*, scope: str, key: str, fingerprint: str) -> HttpResponse | None:
+    """The answer kept for the key, to replay; None when there is none;
+    IdempotencyMismatch when the key came with another request."""
+    row = (
+        IdempotencyKey.objects.filter(scope=scope, key=key, expires_at__gt=timezone.now())
+        .only("fingerprint", "status_code", "response_body", "response_headers")
+        .first()
     )
-
-
-def _take_over(row: IdempotencyKey, *, token: str, fingerprint: str, now: datetime) -> bool:
-    # Conditional on what made the row takeable, and on its claim: of two
-    # takers one wins, and an answer stored meanwhile is not overwritten.
-    return (
-        IdempotencyKey.objects.filter(_stale(now), pk=row.pk, claim=row.claim).update(
-            fingerprint=fingerprint,
-            status_code=None,
-            response_body=b"",
-            response_headers={},
-            created_at=now,
-            **_fresh(token, now),
+    if row is None:
+        return None
+    if row.fingerprint != fingerprint:
+        raise IdempotencyMismatch(
+            "This Idempotency-Key was used with another request (method, path or"
+            " body): use a new key for a new request"
         )
-        == 1
-    )
-
-
-def _answer_store(claim: Claim, response: HttpResponse) -> None:
-    """Keep the answer, in the transaction that made what it describes."""
-    stored = IdempotencyKey.objects.filter(pk=claim.pk, claim=claim.token).update(
-        status_code=response.status_code,
-        # Encrypted like the secrets at rest: it may hold one (POST /users
-        # answers with a user key).
-        response_body=secret_seal(response.content),
-        response_headers={name: response[name] for name in KEPT_HEADERS if name in response},
-        locked_until=None,
-    )
-    if not stored:
-        # Another request took the key over (this one ran past its lock): it
-        # answers, and what this one made rolls back.
-        raise IdempotencyConflict(
-            "This request ran past the hold on its Idempotency-Key and another took it over;"
-            " nothing was made"
-        )
-
-
-def _release(claim: Claim) -> None:
-    IdempotencyKey.objects.filter(pk=claim.pk, claim=claim.token, status_code__isnull=True).delete()
-
-
-def _replay(row: IdempotencyKey) -> HttpResponse:
     response = HttpResponse(secret_unseal(bytes(row.response_body)), status=row.status_code)
     for name, value in row.response_headers.items():
         response[name] = value
     response["Idempotent-Replayed"] = "true"
     return response
+
+
+@cache
+def _keep_sql() -> str:
+    table = connection.ops.quote_name(IdempotencyKey._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(name) for name in _KEPT_COLUMNS)
+    updates = ", ".join(
+        f"{connection.ops.quote_name(name)} = excluded.{connection.ops.quote_name(name)}"
+        for name in _KEPT_COLUMNS
+    )
+    placeholders = ", ".join(["%s"] * len(_KEPT_COLUMNS))
+    # An expired row counts as absent: it is replaced. Any other row is the
+    # twin's, and nothing is returned.
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
+        f" ON CONFLICT (scope, key) DO UPDATE SET {updates}"
+        f" WHERE {table}.expires_at <= excluded.created_at RETURNING id"
+    )
+
+
+_KEPT_COLUMNS = (
+    "scope",
+    "key",
+    "fingerprint",
+    "status_code",
+    "response_body",
+    "response_headers",
+    "created_at",
+    "expires_at",
+)
+
+
+def _answer_keep(*, scope: str, key: str, fingerprint: str, response: HttpResponse) -> bool:
+    """Keep the answer, in the transaction that made what it describes; False
+    when a twin's is kept already (on PostgreSQL this waits for the twin's
+    transaction, holding the key, to end)."""
+    now = timezone.now()
+    values = {
+        "scope": scope,
+        "key": key,
+        "fingerprint": fingerprint,
+        "status_code": response.status_code,
+        # Encrypted like the secrets at rest: it may hold one (POST /users
+        # answers with a user key).
+        "response_body": secret_seal(response.content),
+        "response_headers": {name: response[name] for name in KEPT_HEADERS if name in response},
+        "created_at": now,
+        "expires_at": now + timedelta(hours=settings.IDEMPOTENCY_KEY_TTL_HOURS),
+    }
+    fields = IdempotencyKey._meta
+    params = [
+        fields.get_field(name).get_db_prep_save(values[name], connection)  # type: ignore[union-attr]
+        for name in _KEPT_COLUMNS
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_keep_sql(), params)
+        return cursor.fetchone() is not None
 
 
 def idempotency_keys_purge_expired(*, now: datetime | None = None) -> int:

@@ -375,11 +375,8 @@ EVENT_RETENTION_BATCH = env.int("EVENT_RETENTION_BATCH", default=5000)
 WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", default=24 * 3600.0)
 
 # Idempotency-Key (bots/idempotency.py): a POST's first 2xx answer is replayed
-# to retries with the same key for this many hours. A request holds its key
-# this many seconds at most: should its process die, a retry takes the key over
-# then (a live request whose key was taken over rolls back and answers 409).
+# to retries with the same key for this many hours.
 IDEMPOTENCY_KEY_TTL_HOURS = env.float("IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
-IDEMPOTENCY_LOCK_SECONDS = env.float("IDEMPOTENCY_LOCK_SECONDS", default=60.0)
 # Expired keys are deleted this often (seconds), this many per statement.
 IDEMPOTENCY_PURGE_INTERVAL = env.float("IDEMPOTENCY_PURGE_INTERVAL", default=3600.0)
 IDEMPOTENCY_PURGE_BATCH = env.int("IDEMPOTENCY_PURGE_BATCH", default=5000)

@@ -1,8 +1,8 @@
 """Idempotency-Key on the POSTs that create (bots/idempotency.py): a retry is
 answered the first answer and creates nothing, on every such route; a key is
-its credential's alone; error answers are not kept; a claim whose request
-died is taken over; expired keys are purged; and concurrent twins never make
-two objects, against real servers."""
+its credential's alone; error answers are not kept; of two twins the second
+to keep its answer makes nothing; expired keys count as absent and are
+purged; and concurrent twins never make two objects, against real servers."""
 
 import threading
 from collections.abc import Callable
@@ -26,7 +26,8 @@ from bots.tasks import purge_expired_idempotency_keys
 from chat.keys import user_key_issue
 from chat.models import ChatConnection
 from events.models import Event
-from platform_site.secret_fields import secret_unseal
+from platform_site.api.errors import IdempotencyMismatch
+from platform_site.secret_fields import secret_seal, secret_unseal
 from tests.conftest import admin_api, assert_error, runtime_api
 from tests.factories import (
     BotFactory,
@@ -122,7 +123,6 @@ def test_the_kept_answer_is_its_status_body_and_content_type(runtime):
     assert row.status_code == 201
     assert secret_unseal(bytes(row.response_body)) == first.content
     assert row.response_headers == {"Content-Type": first["Content-Type"]}
-    assert row.locked_until is None
     assert abs(row.expires_at - row.created_at - timedelta(hours=24)) < timedelta(seconds=1)
 
 
@@ -238,7 +238,7 @@ def test_an_error_answer_is_not_kept_and_the_mended_request_goes_through(runtime
 
 
 @pytest.mark.django_db
-def test_what_a_failing_request_wrote_is_rolled_back_with_its_claim(runtime, monkeypatch):
+def test_what_a_failing_request_wrote_is_rolled_back_and_its_key_stays_free(runtime, monkeypatch):
     create = events.views.event_create
 
     def create_then_fail(**kwargs: Any) -> Any:
@@ -264,18 +264,20 @@ def test_an_error_answered_rather_than_raised_keeps_nothing(bot):
     assert not IdempotencyKey.objects.exists()
 
 
-# --- Claims --------------------------------------------------------------
+# --- Twins and expiry ------------------------------------------------------
 
 
-def held_row(scope: str, fingerprint: str, **fields: Any) -> IdempotencyKey:
-    """The row another request left for key "order-1"."""
+def kept_row(scope: str, fingerprint: str, **fields: Any) -> IdempotencyKey:
+    """The answer another request kept for key "order-1"."""
     now = timezone.now()
     values: dict[str, Any] = {
         "scope": scope,
         "key": "order-1",
         "fingerprint": fingerprint,
-        "claim": "a-request-that-died",
-        "locked_until": now + timedelta(seconds=60),
+        "status_code": 201,
+        "response_body": secret_seal(b'{"event":"kept"}'),
+        "response_headers": {"Content-Type": "application/json"},
+        "created_at": now,
         "expires_at": now + timedelta(hours=24),
         **fields,
     }
@@ -291,53 +293,55 @@ def scope_and_fingerprint(bot: Bot, runtime: APIClient) -> tuple[str, str]:
     return row.scope, row.fingerprint
 
 
+def twin_kept_first(monkeypatch: pytest.MonkeyPatch, answer: Callable[[], Any]) -> None:
+    """As when a twin's answer commits while this request makes its object:
+    this one finds no answer at first, then cannot keep its own (its INSERT
+    met the twin's key), then finds `answer()`. The real race is
+    test_fifty_twins_*, against real servers."""
+    looks = iter([lambda: None, answer])
+    monkeypatch.setattr("bots.idempotency._kept_answer", lambda **kwargs: next(looks)())
+    monkeypatch.setattr("bots.idempotency._answer_keep", lambda **kwargs: False)
+
+
 @pytest.mark.django_db
-def test_a_twin_in_flight_is_409(runtime, scope_and_fingerprint):
-    held_row(*scope_and_fingerprint)
+def test_a_twin_that_kept_its_answer_first_wins_and_the_loser_makes_nothing(runtime, monkeypatch):
+    kept = HttpResponse(b'{"event":"kept"}', status=201)
+    twin_kept_first(monkeypatch, lambda: kept)
     answer = post_event(runtime, "order-1")
-    assert_error(answer, 409, "IdempotencyConflict")
-    assert answer["Retry-After"] == "1"
+    assert (answer.status_code, answer.content) == (201, b'{"event":"kept"}')
     assert not Event.objects.exists()
 
 
 @pytest.mark.django_db
-def test_a_claim_past_its_lock_is_taken_over(runtime, scope_and_fingerprint):
-    row = held_row(*scope_and_fingerprint, locked_until=timezone.now() - timedelta(seconds=1))
+def test_a_twin_that_kept_another_request_first_makes_this_one_422(runtime, monkeypatch):
+    def mismatch() -> Any:
+        raise IdempotencyMismatch()
 
-    answer = post_event(runtime, "order-1")
-
-    assert answer.status_code == 201
-    assert REPLAYED not in answer.headers
-    row.refresh_from_db()
-    assert row.claim != "a-request-that-died"
-    assert (row.status_code, secret_unseal(bytes(row.response_body))) == (201, answer.content)
-    assert Event.objects.count() == 1
+    twin_kept_first(monkeypatch, mismatch)
+    assert_error(post_event(runtime, "order-1"), 422, "IdempotencyMismatch")
+    assert not Event.objects.exists()
 
 
 @pytest.mark.django_db
 def test_an_expired_key_counts_as_absent(runtime, scope_and_fingerprint):
     scope, _ = scope_and_fingerprint
     past = timezone.now() - timedelta(seconds=1)
-    held_row(scope, "another request", status_code=201, locked_until=None, expires_at=past)
+    kept_row(scope, "another request", expires_at=past)
 
     answer = post_event(runtime, "order-1")
 
     assert answer.status_code == 201
     assert REPLAYED not in answer.headers
-    assert IdempotencyKey.objects.get(key="order-1").expires_at > timezone.now()
+    row = IdempotencyKey.objects.get(key="order-1")
+    assert row.expires_at > timezone.now()
+    assert secret_unseal(bytes(row.response_body)) == answer.content
 
 
 @pytest.mark.django_db
-def test_a_request_whose_claim_was_taken_over_rolls_back_and_is_409(runtime, monkeypatch):
-    create = events.views.event_create
-
-    def create_while_another_takes_over(**kwargs: Any) -> Any:
-        event = create(**kwargs)
-        # In this test's one transaction, so rolled back with the rest.
-        IdempotencyKey.objects.filter(key="order-1").update(claim="the-retry-that-took-over")
-        return event
-
-    monkeypatch.setattr(events.views, "event_create", create_while_another_takes_over)
+def test_a_key_whose_answer_expired_while_its_twin_ran_is_409(runtime, monkeypatch):
+    """The twin's answer was kept, then expired, between this request's
+    INSERT and its second look: nothing to replay, nothing made."""
+    monkeypatch.setattr("bots.idempotency._answer_keep", lambda **kwargs: False)
     answer = post_event(runtime, "order-1")
     assert_error(answer, 409, "IdempotencyConflict")
     assert answer["Retry-After"] == "1"
@@ -371,6 +375,7 @@ def key_row(name: str, expires_in: timedelta) -> IdempotencyKey:
         key=name,
         fingerprint="f",
         status_code=201,
+        created_at=timezone.now(),
         expires_at=timezone.now() + expires_in,
     )
 

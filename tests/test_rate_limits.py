@@ -337,3 +337,17 @@ def test_a_redis_that_forgot_the_script_is_taught_it_again(request):
     assert limiter.hit([Policy("p", "k", limit=3)]).allowed
     redis.Redis.from_url(REDIS_URL).script_flush()  # as a restarted Redis
     assert limiter.hit([Policy("p", "k", limit=3)]).quotas[0].remaining == 1
+
+
+@pytest.mark.skipif(not REDIS_URL, reason="no Redis configured (LIVE_STREAM_REDIS_URL is empty)")
+def test_a_dropped_connection_costs_one_unlimited_request(request, monkeypatch):
+    monkeypatch.setattr(rate_limit, "RETRY_AFTER", 0.0)
+    limiter = RedisLimiter(REDIS_URL, prefix=f"ratelimit-test:{request.node.name}:")
+    policy = Policy("p", "k", limit=3)
+    assert limiter.hit([policy]).allowed
+    admin = redis.Redis.from_url(REDIS_URL)
+    for client in admin.client_list():
+        if client["cmd"] in ("evalsha", "eval"):
+            admin.client_kill_filter(_id=client["id"])
+    assert limiter.hit([policy]) is None  # the request goes through, unlimited
+    assert limiter.hit([policy]).quotas[0].remaining == 1  # a new connection, the same count

@@ -25,7 +25,6 @@ class IdempotencyKeyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "fingerprint",
         "status_code",
         "response_headers",
-        "locked_until",
         "created_at",
         "expires_at",
     )

@@ -4,8 +4,8 @@ from django.db import models
 class IdempotencyKey(models.Model):
     """The first answer to a POST sent with an `Idempotency-Key`, kept so that
     a retry of the same request is answered with it instead of creating again
-    (bots/idempotency.py). While the first request runs, `claim` names it and
-    `locked_until` bounds how long it may hold the key."""
+    (bots/idempotency.py). Written in the transaction that made what it
+    describes: there is no row for a request still running."""
 
     # Whose key it is: the credential and the bot, workspace or chat
     # connection it acts on (see bots/idempotency.py).
@@ -13,13 +13,11 @@ class IdempotencyKey(models.Model):
     key = models.CharField(max_length=255)
     # SHA-256 of the request (method, path, body), to tell a retry from a reuse.
     fingerprint = models.CharField(max_length=64)
-    claim = models.CharField(max_length=32, blank=True)
-    locked_until = models.DateTimeField(null=True, blank=True)
-    # Null while the first request is in flight.
-    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    status_code = models.PositiveSmallIntegerField()
+    # Encrypted (platform_site/secret_fields.py): an answer may hold a secret.
     response_body = models.BinaryField(default=b"")
     response_headers = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField()
     expires_at = models.DateTimeField(db_index=True)
 
     class Meta:

@@ -22,6 +22,9 @@ import hashlib
 import logging
 import math
 import os
+import socket
+import ssl
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -29,17 +32,19 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Protocol
 
+import hiredis
 import redis
 from django.conf import settings
-from redis.backoff import NoBackoff
-from redis.connection import ConnectionInterface
+from redis.connection import parse_url
 from redis.exceptions import NoScriptError
-from redis.retry import Retry
 
 logger = logging.getLogger("platform_site.rate_limit")
 
 LOG_EVERY = 10.0
 RETRY_AFTER = 1.0
+# Seconds Redis has to connect and to answer: it answers in well under a
+# millisecond, and a request must not wait long on an ailing one.
+TIMEOUT = 0.25
 _MICROS = 1_000_000
 
 
@@ -137,21 +142,20 @@ class MemoryLimiter:
 
 
 # KEYS: one per policy. ARGV: window and interval (microseconds) per policy.
-# Returns {allowed, retry (µs), now (µs), TAT of each key after the request}.
-# Numbers are written with %.0f: Lua's tostring keeps 14 digits, and a TAT in
-# microseconds has 16.
+# Returns {allowed, retry (µs), now (µs), TAT of each key after the request},
+# as integers. A TAT is stored with %.0f: Lua's tostring keeps 14 digits, and
+# one in microseconds has 16.
 _GCRA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local stored = redis.call('MGET', unpack(KEYS))
 local tats = {}
 local retry = 0
 for i = 1, #KEYS do
-  local window = tonumber(ARGV[2 * i - 1])
-  local interval = tonumber(ARGV[2 * i])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
+  local tat = tonumber(stored[i]) or now
   if tat < now then tat = now end
   tats[i] = tat
-  local wait = tat + interval - window - now
+  local wait = tat + tonumber(ARGV[2 * i]) - tonumber(ARGV[2 * i - 1]) - now
   if wait > retry then retry = wait end
 end
 local allowed = 0
@@ -163,26 +167,86 @@ if retry <= 0 then
       'PX', math.ceil((tats[i] - now) / 1000) + 1)
   end
 end
-local out = {allowed, string.format('%.0f', retry), string.format('%.0f', now)}
-for i = 1, #KEYS do out[#out + 1] = string.format('%.0f', tats[i]) end
+local out = {allowed, retry, now}
+for i = 1, #KEYS do out[#out + 1] = tats[i] end
 return out
 """
 
 
-class RedisLimiter:
-    """The algorithm in Redis, shared by every process that uses the same URL.
+class _Wire:
+    """One thread's connection to Redis, for the limiter's one command per
+    request. hiredis (redis-py's C parser) packs and parses the protocol,
+    replies land in one buffer kept for the connection, and the timeouts are
+    the kernel's (SO_RCVTIMEO, SO_SNDTIMEO): a hit makes two system calls,
+    where redis-py's connection makes six (a poll before each read and write,
+    and a fresh 64 KB read buffer mapped and unmapped), and costs half the
+    CPU (BENCHMARKS.md section 9)."""
 
-    Each thread talks to Redis over a connection of its own, through redis-py's
-    Connection without the client and pool around it: the hit is on every
-    request's path, and those layers (with its Script helper) cost three times
-    the CPU of the round trip itself (BENCHMARKS.md section 9)."""
+    def __init__(self, url: str) -> None:
+        params = parse_url(url)
+        sock: socket.socket
+        if "path" in params:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(TIMEOUT)
+            sock.connect(params["path"])
+        else:
+            host = params.get("host", "localhost")
+            sock = socket.create_connection((host, params.get("port", 6379)), timeout=TIMEOUT)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if url.startswith("rediss://"):
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
+        sock.settimeout(None)
+        timeout = struct.pack("ll", 0, int(TIMEOUT * _MICROS))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
+        self._sock = sock
+        self._reader = hiredis.Reader()
+        self._buffer = bytearray(16384)
+        self.generation = _forks
+        if params.get("password"):
+            credentials = [params.get("username"), params["password"]]
+            self.call("AUTH", *(part for part in credentials if part))
+        if params.get("db"):
+            self.call("SELECT", params["db"])
+
+    def call(self, *args: Any) -> Any:
+        self._sock.sendall(hiredis.pack_command(args))
+        while (reply := self._reader.gets()) is False:
+            read = self._sock.recv_into(self._buffer)
+            if not read:
+                raise redis.ConnectionError("Redis closed the connection")
+            # Any buffer will do; the stub says bytes only.
+            self._reader.feed(self._buffer, 0, read)  # type: ignore[arg-type]
+        if isinstance(reply, hiredis.ReplyError):
+            message = str(reply)
+            raise (NoScriptError if message.startswith("NOSCRIPT") else redis.ResponseError)(
+                message
+            )
+        return reply
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+# Forks so far: a wire made before a fork belongs to the parent.
+_forks = 0
+
+
+def _forked() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+class RedisLimiter:
+    """The algorithm in Redis, shared by every process that uses the same URL,
+    over a connection per thread (_Wire)."""
 
     def __init__(self, url: str, *, prefix: str) -> None:
+        self.url = url
         self.prefix = prefix
-        # No retry: the script may have counted a request whose answer was lost.
-        self._pool = redis.ConnectionPool.from_url(
-            url, socket_timeout=0.25, socket_connect_timeout=0.25, retry=Retry(NoBackoff(), 0)
-        )
         self._sha = hashlib.sha1(_GCRA.encode()).hexdigest()
         self._local = threading.local()
         self._resting_until = 0.0
@@ -200,29 +264,23 @@ class RedisLimiter:
         except (redis.RedisError, OSError) as exc:
             self._failed(exc)
             return None
-        return _decision(policies, allowed == 1, int(retry), [int(tat) for tat in tats], int(now))
-
-    def _connection(self) -> ConnectionInterface:
-        held = getattr(self._local, "held", None)
-        # A forked child must not share its parent's socket.
-        if held is None or held[0] != os.getpid():
-            held = self._local.held = (os.getpid(), self._pool.make_connection())
-        return held[1]
+        return _decision(policies, allowed == 1, retry, tats, now)
 
     def _evaluate(self, keys: list[str], args: list[int]) -> Any:
-        connection = self._connection()
+        wire: _Wire | None = getattr(self._local, "wire", None)
+        if wire is None or wire.generation != _forks:
+            wire = self._local.wire = _Wire(self.url)
         try:
             try:
-                connection.send_command("EVALSHA", self._sha, len(keys), *keys, *args)
-                return connection.read_response()
+                return wire.call("EVALSHA", self._sha, len(keys), *keys, *args)
             except NoScriptError:
                 # A Redis that restarted, or that never saw the script.
-                connection.send_command("SCRIPT", "LOAD", _GCRA)
-                connection.read_response()
-                connection.send_command("EVALSHA", self._sha, len(keys), *keys, *args)
-                return connection.read_response()
+                wire.call("SCRIPT", "LOAD", _GCRA)
+                return wire.call("EVALSHA", self._sha, len(keys), *keys, *args)
         except BaseException:
-            connection.disconnect()  # in an unknown state: the next hit reconnects
+            # In an unknown state (a reply may be on its way): the next hit reconnects.
+            self._local.wire = None
+            wire.close()
             raise
 
     def _failed(self, exc: Exception) -> None:
