@@ -27,6 +27,7 @@ import ssl
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -200,6 +201,8 @@ class _Wire:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
         self._sock = sock
+        # Closed with the wire, when its thread ends or its limiter goes.
+        weakref.finalize(self, sock.close)
         self._reader = hiredis.Reader()
         self._buffer = bytearray(16384)
         self.generation = _forks
