@@ -2,15 +2,14 @@
 network error gets the first answer again instead of a second object.
 
 A key belongs to a scope, the credential and what it acts on (the principals'
-`idempotency_scope`), so nobody else can replay it. A request whose key has
-an answer kept is answered that (or 422 when the key came with another
-request) without running. Otherwise the view runs in one transaction with
-the INSERT that keeps its answer: the object made and the answer kept commit
-together or not at all, so a crash leaves neither, and the key is free again.
-Two twins sent at once both run; the second's INSERT waits on the first's
-(the unique key), finds it committed, and the second rolls back what it made
-and answers the first's answer. One key never makes two objects, and costs
-one transaction, not two (BENCHMARKS.md section 9).
+`idempotency_scope`), so nobody else can replay it. The view runs in one
+transaction with the INSERT that keeps its answer: the object made and the
+answer kept commit together or not at all, so a crash leaves neither, and
+the key is free again. A retry (or a twin sent at the same time, whose
+INSERT waits on the first's) finds the key taken, rolls back what it made
+and answers the kept answer, or 422 when the key came with another request.
+One key never makes two objects, and a first request pays one transaction
+and one statement (BENCHMARKS.md section 9).
 
 Only a 2xx answer is kept. An error, raised or answered, made nothing (the
 transaction rolled back), so the client may send the same key again with the
@@ -133,9 +132,10 @@ def idempotent_run(
             f"Idempotency-Key: Must be 1 to {IDEMPOTENCY_KEY_MAX_LENGTH} printable ASCII"
             " characters."
         )
-    kept = _kept_answer(scope=scope, key=key, fingerprint=fingerprint)
-    if kept is not None:
-        return kept
+    # No look for a kept answer first: a first request (the usual one) would
+    # pay a statement for it. A retry runs, finds the key taken when it keeps
+    # its answer, and rolls back what it made (all it does beside the
+    # database waits for the commit: on_commit).
     try:
         with transaction.atomic():
             response = handle()
@@ -145,12 +145,21 @@ def idempotent_run(
             elif not _answer_keep(scope=scope, key=key, fingerprint=fingerprint, response=response):
                 raise _Taken
     except _Taken:
-        # A twin committed first: what this one made is rolled back, and the
-        # twin's answer is this one's.
+        # Kept first by an earlier request or a twin: what this one made is
+        # rolled back, and that answer is this one's.
         kept = _kept_answer(scope=scope, key=key, fingerprint=fingerprint)
         if kept is None:  # it expired in between: a retry starts afresh
             raise IdempotencyConflict() from None
         return kept
+    except Exception:
+        # A retry that fails now (its conversation was deleted since, say)
+        # still gets the first answer.
+        kept = _kept_answer(scope=scope, key=key, fingerprint=fingerprint)
+        if kept is not None:
+            return kept
+        raise
+    if not 200 <= response.status_code < 300:
+        return _kept_answer(scope=scope, key=key, fingerprint=fingerprint) or response
     return response
 
 

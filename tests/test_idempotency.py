@@ -226,6 +226,19 @@ def test_a_user_made_without_a_key_is_replayed_to_its_client_address_only(chat):
 
 
 @pytest.mark.django_db
+def test_a_retry_that_would_fail_now_still_gets_the_first_answer(bot, runtime):
+    conversation = ConversationFactory(bot=bot)
+    body = {**EVENT, "conversationId": conversation.id}
+    first = post_event(runtime, "order-1", body)
+    assert first.status_code == 201
+    conversation.delete()  # a new request would be 400 ReferenceNotFound
+
+    retry = post_event(runtime, "order-1", body)
+
+    assert (retry.status_code, retry[REPLAYED], retry.content) == (201, "true", first.content)
+
+
+@pytest.mark.django_db
 def test_an_error_answer_is_not_kept_and_the_mended_request_goes_through(runtime):
     assert_error(post_event(runtime, "order-1", {"type": ""}), 400, "InvalidPayload")
     assert not IdempotencyKey.objects.exists()
@@ -295,11 +308,9 @@ def scope_and_fingerprint(bot: Bot, runtime: APIClient) -> tuple[str, str]:
 
 def twin_kept_first(monkeypatch: pytest.MonkeyPatch, answer: Callable[[], Any]) -> None:
     """As when a twin's answer commits while this request makes its object:
-    this one finds no answer at first, then cannot keep its own (its INSERT
-    met the twin's key), then finds `answer()`. The real race is
-    test_fifty_twins_*, against real servers."""
-    looks = iter([lambda: None, answer])
-    monkeypatch.setattr("bots.idempotency._kept_answer", lambda **kwargs: next(looks)())
+    this one cannot keep its own (its INSERT met the twin's key), then finds
+    `answer()`. The real race is test_fifty_twins_*, against real servers."""
+    monkeypatch.setattr("bots.idempotency._kept_answer", lambda **kwargs: answer())
     monkeypatch.setattr("bots.idempotency._answer_keep", lambda **kwargs: False)
 
 

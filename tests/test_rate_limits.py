@@ -5,6 +5,7 @@ own failure letting requests through."""
 import logging
 import re
 import socket
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def counters(request: Any) -> str:
+    """A Redis key prefix of this test's own, in this run: counts left by an
+    earlier run live a minute."""
+    return f"ratelimit-test:{request.node.name}:{uuid.uuid4().hex}:"
+
+
 @pytest.fixture(params=["memory", "redis"])
 def a_limiter(request: Any) -> Iterator[MemoryLimiter | RedisLimiter]:
     if request.param == "memory":
@@ -47,8 +54,9 @@ def a_limiter(request: Any) -> Iterator[MemoryLimiter | RedisLimiter]:
         return
     if not REDIS_URL:
         pytest.skip("no Redis configured (LIVE_STREAM_REDIS_URL is empty)")
-    yield RedisLimiter(REDIS_URL, prefix=f"ratelimit-test:{request.node.name}:")
-    keys = redis.Redis.from_url(REDIS_URL).keys(f"ratelimit-test:{request.node.name}:*")
+    prefix = counters(request)
+    yield RedisLimiter(REDIS_URL, prefix=prefix)
+    keys = redis.Redis.from_url(REDIS_URL).keys(f"{prefix}*")
     if keys:
         redis.Redis.from_url(REDIS_URL).delete(*keys)
 
@@ -91,7 +99,7 @@ def test_keys_are_counted_apart(a_limiter):
 @pytest.mark.skipif(not REDIS_URL, reason="no Redis configured (LIVE_STREAM_REDIS_URL is empty)")
 def test_limiters_sharing_redis_share_the_count(request):
     """Two web processes are two limiters on one Redis: together they allow the limit."""
-    prefix = f"ratelimit-test:{request.node.name}:"
+    prefix = counters(request)
     first, second = RedisLimiter(REDIS_URL, prefix=prefix), RedisLimiter(REDIS_URL, prefix=prefix)
     policy = Policy("p", "shared", limit=10)
     allowed = sum(limiter.hit([policy]).allowed for _ in range(10) for limiter in (first, second))
@@ -333,7 +341,7 @@ def test_signed_urls_count_against_the_files_workspace(db, bot, file_storage, li
 
 @pytest.mark.skipif(not REDIS_URL, reason="no Redis configured (LIVE_STREAM_REDIS_URL is empty)")
 def test_a_redis_that_forgot_the_script_is_taught_it_again(request):
-    limiter = RedisLimiter(REDIS_URL, prefix=f"ratelimit-test:{request.node.name}:")
+    limiter = RedisLimiter(REDIS_URL, prefix=counters(request))
     assert limiter.hit([Policy("p", "k", limit=3)]).allowed
     redis.Redis.from_url(REDIS_URL).script_flush()  # as a restarted Redis
     assert limiter.hit([Policy("p", "k", limit=3)]).quotas[0].remaining == 1
@@ -342,12 +350,10 @@ def test_a_redis_that_forgot_the_script_is_taught_it_again(request):
 @pytest.mark.skipif(not REDIS_URL, reason="no Redis configured (LIVE_STREAM_REDIS_URL is empty)")
 def test_a_dropped_connection_costs_one_unlimited_request(request, monkeypatch):
     monkeypatch.setattr(rate_limit, "RETRY_AFTER", 0.0)
-    limiter = RedisLimiter(REDIS_URL, prefix=f"ratelimit-test:{request.node.name}:")
+    limiter = RedisLimiter(REDIS_URL, prefix=counters(request))
     policy = Policy("p", "k", limit=3)
     assert limiter.hit([policy]).allowed
-    admin = redis.Redis.from_url(REDIS_URL)
-    for client in admin.client_list():
-        if client["cmd"] in ("evalsha", "eval"):
-            admin.client_kill_filter(_id=client["id"])
+    host, port = limiter._local.wire._sock.getsockname()[:2]
+    redis.Redis.from_url(REDIS_URL).client_kill_filter(addr=f"{host}:{port}")
     assert limiter.hit([policy]) is None  # the request goes through, unlimited
     assert limiter.hit([policy]).quotas[0].remaining == 1  # a new connection, the same count
