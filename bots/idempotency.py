@@ -256,7 +256,7 @@ def idempotency_keys_purge_expired(*, now: datetime | None = None) -> int:
     while True:
         ids = list(expired.order_by().values_list("pk", flat=True)[:size])
         if ids:
-            # Expired is checked again: a key taken over meanwhile stays.
+            # Expired is checked again: a key kept anew meanwhile stays.
             deleted += expired.filter(pk__in=ids).delete()[0]
         if len(ids) < size:
             return deleted

@@ -15,6 +15,7 @@ from bots.models.workspace_settings import (
     default_chat_user_rate_limit,
     default_rate_limit,
 )
+from platform_site.api.rate_limit import Policy
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,11 @@ def workspace_rate_limits(workspace_id: str) -> WorkspaceLimits | None:
 def bot_rate_limits(bot_id: str) -> WorkspaceLimits | None:
     """The limits of a bot's workspace; None when there is no such bot."""
     return _lookup(Bot, bot_id, "workspace__")
+
+
+def workspace_policy(limits: WorkspaceLimits) -> Policy:
+    """The workspace's limit: its tokens' requests and its files' signed URLs together."""
+    return Policy("workspace", f"workspace:{limits.workspace_id}", limits.per_minute)
 
 
 def token_rate_limit(token: AccessToken) -> int:

@@ -4,7 +4,7 @@ from typing import Any
 from rest_framework.request import Request
 
 from bots.principals import WorkspacePrincipal
-from bots.rate_limits import token_rate_limit, workspace_rate_limits
+from bots.rate_limits import token_rate_limit, workspace_policy, workspace_rate_limits
 from platform_site.api.rate_limit import Policy
 from platform_site.api.throttling import RateLimitThrottle
 
@@ -22,7 +22,5 @@ class TokenRateLimit(RateLimitThrottle):
         policies = [Policy("token", f"token:{token.token_hash}", token_rate_limit(token))]
         limits = workspace_rate_limits(principal.workspace.id)
         if limits is not None:  # else the workspace went away meanwhile
-            policies.insert(
-                0, Policy("workspace", f"workspace:{limits.workspace_id}", limits.per_minute)
-            )
+            policies.insert(0, workspace_policy(limits))
         return policies

@@ -3,7 +3,7 @@ from typing import Any
 
 from rest_framework.request import Request
 
-from bots.rate_limits import bot_rate_limits
+from bots.rate_limits import bot_rate_limits, workspace_policy
 from files.models import File
 from platform_site.api.rate_limit import Policy
 from platform_site.api.throttling import RateLimitThrottle
@@ -22,4 +22,4 @@ class SignedUrlRateLimit(RateLimitThrottle):
         limits = None if bot_id is None else bot_rate_limits(bot_id)
         if limits is None:  # the view answers 404
             return ()
-        return (Policy("workspace", f"workspace:{limits.workspace_id}", limits.per_minute),)
+        return (workspace_policy(limits),)

@@ -3,7 +3,6 @@ the chat connection that the URL names. Checked in the order of the other chat
 routes: unknown webhook 404, wrong method 405, key 401, conversation id 400,
 unknown conversation 404, not a participant 403."""
 
-import math
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -101,11 +100,7 @@ def _rate_limit_hit(*, bot_id: str, remote_addr: str, chat_user_id: str) -> Deci
         chat_policies(bot_id=bot_id, remote_addr=remote_addr, chat_user_id=chat_user_id)
     )
     if decision is not None and not decision.allowed:
-        wait = max(math.ceil(decision.retry_after), 1)
-        raise RateLimited(
-            f"Too many requests: retry in {wait} s",
-            headers={"Retry-After": str(wait), **rate_limit_headers(decision)},
-        )
+        raise RateLimited.retry_in(decision.retry_after, headers=rate_limit_headers(decision))
     return decision
 
 

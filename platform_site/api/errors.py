@@ -1,5 +1,6 @@
 """The error types of the contract. Raise them; the exception handler renders them."""
 
+import math
 import secrets
 import time
 from typing import ClassVar
@@ -75,12 +76,13 @@ class AlreadyExists(APIError):
 
 
 class IdempotencyConflict(APIError):
-    """The first request with the key is still running: a retry a moment
-    later gets its answer, so this says when (`Retry-After`, seconds)."""
+    """The answer kept for the key could not be read back (it expired as a
+    twin ran): a retry a moment later starts afresh, so this says when
+    (`Retry-After`, seconds)."""
 
     status_code = 409
     type = "IdempotencyConflict"
-    default_message = "A request with this Idempotency-Key is still in progress; retry shortly"
+    default_message = "Another request with this Idempotency-Key just ended; retry shortly"
 
     def __init__(self, message: str | None = None, *, headers: dict[str, str] | None = None):
         super().__init__(message, headers={"Retry-After": "1", **(headers or {})})
@@ -108,6 +110,15 @@ class RateLimited(APIError):
     status_code = 429
     type = "RateLimited"
     default_message = "Too many requests"
+
+    @classmethod
+    def retry_in(cls, seconds: float, *, headers: dict[str, str] | None = None) -> "RateLimited":
+        """Refused until `seconds` from now: said in whole seconds, at least one."""
+        wait = max(math.ceil(seconds), 1)
+        return cls(
+            f"Too many requests: retry in {wait} s",
+            headers={"Retry-After": str(wait), **(headers or {})},
+        )
 
 
 class Internal(APIError):

@@ -1,7 +1,6 @@
 """One error body for every failure, from DRF views and from Django itself."""
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -85,10 +84,7 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
             return errors.Unauthorized(str(exc.detail), headers={"WWW-Authenticate": auth_header})
         return errors.Forbidden(str(exc.detail))
     if isinstance(exc, drf.Throttled):
-        wait = max(math.ceil(getattr(exc, "wait", None) or 1), 1)
-        return errors.RateLimited(
-            f"Too many requests: retry in {wait} s", headers={"Retry-After": str(wait)}
-        )
+        return errors.RateLimited.retry_in(getattr(exc, "wait", None) or 1)
     if isinstance(exc, drf.MethodNotAllowed):
         return errors.MethodNotFound(str(exc.detail))
     if isinstance(exc, drf.UnsupportedMediaType):

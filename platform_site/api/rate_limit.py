@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Any
 
 import hiredis
 import redis
@@ -102,12 +102,6 @@ def _decision(
         remaining = (policy.window * _MICROS - behind) // interval
         quotas.append(Quota(policy, max(int(remaining), 0), math.ceil(behind / _MICROS)))
     return Decision(allowed, retry / _MICROS, tuple(quotas))
-
-
-class Limiter(Protocol):
-    def hit(self, policies: Sequence[Policy]) -> Decision | None:
-        """Count a request against `policies` if all allow it; None when the
-        limiter cannot tell (the request is then let through)."""
 
 
 class MemoryLimiter:
@@ -222,9 +216,9 @@ class _Wire:
             self._reader.feed(self._buffer, 0, read)  # type: ignore[arg-type]
         if isinstance(reply, hiredis.ReplyError):
             message = str(reply)
-            raise (NoScriptError if message.startswith("NOSCRIPT") else redis.ResponseError)(
-                message
-            )
+            if message.startswith("NOSCRIPT"):
+                raise NoScriptError(message)
+            raise redis.ResponseError(message)
         return reply
 
     def close(self) -> None:
@@ -256,6 +250,8 @@ class RedisLimiter:
         self._logged_at = -math.inf
 
     def hit(self, policies: Sequence[Policy]) -> Decision | None:
+        """Count a request against `policies` if all allow it; None when Redis
+        cannot tell (the request is then let through)."""
         if time.monotonic() < self._resting_until:
             return None
         args: list[int] = []

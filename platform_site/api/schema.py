@@ -104,16 +104,14 @@ _ERROR_DESCRIPTIONS = {
     401: "Credentials are missing or invalid",
     403: "The credentials do not allow this",
     404: "The path names nothing the caller can see",
-    409: "A caller-chosen id or key is taken (AlreadyExists), or the first request with this"
-    " Idempotency-Key is still in flight (IdempotencyConflict)",
+    409: "A caller-chosen id or key is taken (AlreadyExists), or the answer kept for this"
+    " Idempotency-Key expired while this request ran (IdempotencyConflict)",
     413: "The request body is over the limit",
     415: "The request body is not application/json",
     422: "The Idempotency-Key was used with another request (IdempotencyMismatch)",
+    429: "Over a rate limit (RateLimited): retry after Retry-After seconds; RateLimit says which",
     503: "The database or broker is out of reach: retry after Retry-After seconds",
 }
-_ERROR_DESCRIPTIONS[429] = (
-    "Over a rate limit (RateLimited): retry after Retry-After seconds; RateLimit says which"
-)
 # Name: (description, always sent).
 _ERROR_HEADERS = {
     401: {"WWW-Authenticate": ("The scheme to authenticate with", True)},
@@ -188,8 +186,9 @@ IDEMPOTENCY_KEY = OpenApiParameter(
         "A key of the client's choosing (a UUID, say) that makes a retry safe: for"
         f" {settings.IDEMPOTENCY_KEY_TTL_HOURS:g} hours, the same request with the same key and"
         " credentials gets the first 2xx answer again, with `Idempotent-Replayed: true`, and"
-        " creates nothing. The key reused with another request is 422; while the first request"
-        " runs, 409. An error answer is not kept: the key may be sent again."
+        " creates nothing; a retry sent while the first request runs waits for its answer. The"
+        " key reused with another request is 422. An error answer is not kept: the key may be"
+        " sent again."
     ),
 )
 IDEMPOTENT_REPLAYED = {
