@@ -130,6 +130,7 @@ def deliveries_record(finished: Sequence[tuple[Delivery, WebhookResult]]) -> Cou
             f"failed, retry at {retry_at.isoformat()}: {verdict.reason}"
             if retry_at
             else f"failed for good: {verdict.reason}",
+            extra={"event_id": delivery.event_id, "bot_id": delivery.bot_id, "attempt": number},
         )
     if processed:
         done = _mark_processed(processed, now)

@@ -12,6 +12,7 @@ from bots.models import Bot, Conversation, IntegrationInstallation, Message, Use
 from events.engine.wakeups import deliveries_wake
 from events.models import Event, EventStatus
 from events.selectors import event_get
+from platform_site import metrics
 from platform_site.api.errors import InvalidPayload, ReferenceNotFound
 from platform_site.row_insert import row_insert
 
@@ -172,6 +173,9 @@ def event_stored(event: Event) -> None:
     look finds it."""
     if event.due_at - timezone.now() < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL):
         transaction.on_commit(deliveries_wake)
+    # Counted once it exists for good: a create rolled back (an idempotent
+    # replay, a failed request) made nothing.
+    transaction.on_commit(metrics.event_created)
 
 
 def event_record(
@@ -197,7 +201,9 @@ def event_cancel(*, bot: Bot, event_id: str) -> None:
     canceled = Event.objects.filter(bot=bot, id=event_id, status=EventStatus.SCHEDULED).update(
         status=EventStatus.CANCELED, next_attempt_at=None, updated_at=timezone.now()
     )
-    if not canceled:
+    if canceled:
+        metrics.events_count("canceled")
+    else:
         event = event_get(bot=bot, event_id=event_id)
         raise InvalidPayload(
             f"Event {event.id!r} is {event.status}: only a scheduled event can be canceled"

@@ -9,6 +9,7 @@ indexing_failed with a reason a person can act on."""
 
 import logging
 import secrets
+import time
 from enum import StrEnum
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -22,6 +23,7 @@ from files.parsing import UnreadableDocument, extract_passages
 from files.passage_data import PassageData
 from files.services import indexing_clear, indexing_grace, passages_clear, passages_replace
 from files.storage import blob_read
+from platform_site import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,16 @@ class IndexingOutcome(StrEnum):
 
 
 def file_index(*, file_id: str, revision: int) -> IndexingOutcome:
+    started = time.perf_counter()
+    outcome = _file_index(file_id, revision)
+    if outcome is not IndexingOutcome.SKIPPED:
+        metrics.indexing_observe(
+            outcome=f"indexing_{outcome}", seconds=time.perf_counter() - started
+        )
+    return outcome
+
+
+def _file_index(file_id: str, revision: int) -> IndexingOutcome:
     lease = _claim(file_id, revision)
     if lease is None:
         return IndexingOutcome.SKIPPED
@@ -112,7 +124,7 @@ def _finish(
     if locked is None or locked.indexing_lease != lease or locked.revision != file.revision:
         return IndexingOutcome.SKIPPED
     if failure is not None:
-        logger.info("Indexing of %s failed: %s", locked.id, failure)
+        logger.info("Indexing of %s failed: %s", locked.id, failure, extra={"file_id": locked.id})
         passages_clear(locked)
         locked.status = FileStatus.INDEXING_FAILED
         locked.failed_status_reason = failure[:2000]

@@ -1,7 +1,16 @@
 import os
+from typing import Any
 
-from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown, worker_shutdown
+from celery import Celery, Task
+from celery.signals import (
+    before_task_publish,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_shutdown,
+)
+from structlog.contextvars import bind_contextvars, get_contextvars, reset_contextvars
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 
@@ -26,3 +35,36 @@ def _stop_worker_process(**kwargs: object) -> None:
     from events.engine.process import stop_engine
 
     stop_engine()
+
+
+# The request id travels with the tasks a request enqueues (a message header),
+# and every line a task logs carries it, with the task's name and id.
+REQUEST_ID_HEADER = "request_id"
+
+
+@before_task_publish.connect
+def _send_request_id(headers: dict[str, Any], **kwargs: object) -> None:
+    request_id = get_contextvars().get("request_id")
+    if request_id is not None:
+        headers[REQUEST_ID_HEADER] = request_id
+
+
+# What each running task bound, to be undone when it ends: a task run in
+# the caller's thread (eagerly) gives the caller its own context back.
+_bound: dict[str, Any] = {}
+
+
+@task_prerun.connect
+def _bind_task_context(task_id: str, task: Task, **kwargs: object) -> None:
+    context = {"task": task.name, "task_id": task_id}
+    request_id = getattr(task.request, REQUEST_ID_HEADER, None)
+    if request_id is not None:
+        context["request_id"] = request_id
+    _bound[task_id] = bind_contextvars(**context)
+
+
+@task_postrun.connect
+def _unbind_task_context(task_id: str, **kwargs: object) -> None:
+    bound = _bound.pop(task_id, None)
+    if bound is not None:
+        reset_contextvars(**bound)

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         "--access-log",
         action=argparse.BooleanOptionalAction,
         default=os.environ.get("WEB_ACCESS_LOG", "1") != "0",
-        help="one line per request on stdout (WEB_ACCESS_LOG=0 turns it off)",
+        help="one log line per request (WEB_ACCESS_LOG=0 turns it off)",
     )
     parser.add_argument(
         "--forwarded-allow-ips",
@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--workers must be at least 1")
     # Each process checks it against the live stream's bus (settings).
     os.environ["WEB_CONCURRENCY"] = str(workers)
+    # The access log is ours (platform_site/request_observation.py): its line
+    # carries the request id, and is JSON when the other lines are.
+    os.environ["WEB_ACCESS_LOG"] = "1" if args.access_log else "0"
+    _configure_logging()
     options: dict[str, Any] = {
         "app": "platform_site.asgi:application",
         "host": args.host,
@@ -85,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         "proxy_headers": bool(args.forwarded_allow_ips),
         "forwarded_allow_ips": args.forwarded_allow_ips or None,
         "timeout_graceful_shutdown": 5,
-        "access_log": args.access_log,
+        "access_log": False,
+        # uvicorn's lines go through the same formatter as the others (LOGGING).
+        "log_config": None,
     }
     if workers == 1:
         uvicorn.run(**options)
@@ -145,6 +151,16 @@ def supervise(options: dict[str, Any], workers: int) -> bool:
     return healthy
 
 
+def _configure_logging() -> None:
+    """Django's LOGGING, before the application (which applies it again) is
+    loaded: what uvicorn says first is formatted like the rest."""
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, which tells its supervisor once it serves."""
 
@@ -161,6 +177,7 @@ class _Server(uvicorn.Server):
 def _serve_one(options: dict[str, Any], ready: Any) -> None:
     """One web process (spawned): its own listening socket, shared by port;
     `ready` is set once it serves."""
+    _configure_logging()
     family, kind, proto, _, address = socket.getaddrinfo(
         options["host"], options["port"], type=socket.SOCK_STREAM
     )[0]

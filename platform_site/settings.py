@@ -81,6 +81,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: every answer gets its request id, its metrics and its access
+    # log line, whatever answered it.
+    "platform_site.request_observation.RequestObservationMiddleware",
     # First, so that every answer on a chat route carries CORS headers, even a
     # 413 from the next one: a browser can then read the error.
     "corsheaders.middleware.CorsMiddleware",
@@ -99,7 +102,7 @@ BROWSER_MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
-API_PATH_PREFIXES = ("/v1/", "/chat/", "/healthz", "/readyz")
+API_PATH_PREFIXES = ("/v1/", "/chat/", "/healthz", "/readyz", "/metrics")
 # Where signed upload and download URLs of files point (no Authorization: the
 # URL itself is the credential).
 FILE_UPLOAD_PATH = "/v1/uploads/"
@@ -466,11 +469,46 @@ CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE = env.int("CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE
 # at once). 0 turns the cache off: every request reads the database.
 CREDENTIALS_CACHE_SECONDS = env.float("CREDENTIALS_CACHE_SECONDS", default=60.0)
 
+# --- Metrics and logs -------------------------------------------------------
+# Prometheus metrics (platform_site/metrics.py), counted in every process and
+# summed over all of them at GET /metrics: each process writes its own files
+# in this folder, which all the service's processes on a host must share
+# (and which should be emptied when the whole service starts: `make run`
+# does). Settings put it in the environment, where prometheus-client and the
+# processes started from this one find it.
+METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
+METRICS_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default=str(DATA_DIR / "metrics")))
+METRICS_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+# Who may read /metrics: these networks (the client address as uvicorn has
+# it, see FORWARDED_ALLOW_IPS), and anyone with this bearer token.
+METRICS_ALLOW_NETWORKS = env.list("METRICS_ALLOW_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
+# Read at each scrape, besides the processes' own metrics.
+METRICS_COLLECTORS = ["events.metrics.DeliveryBacklogCollector"]
+
+# Log lines (platform_site/log_config.py): readable text by default, one JSON
+# object per line with LOG_FORMAT=json. Either way each line carries what it
+# is about: the request id, an error's id, an event, its bot and attempt.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+if LOG_FORMAT not in ("text", "json"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("LOG_FORMAT must be text or json")
+# One line per request (method, path, status, duration); WEB_ACCESS_LOG=0
+# (or serve's --no-access-log) turns it off.
+WEB_ACCESS_LOG = env.bool("WEB_ACCESS_LOG", default=True)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "structured": {
+            "()": "platform_site.log_config.formatter",
+            "json": LOG_FORMAT == "json",
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         # Our handler logs every error with its id; Django's duplicate would
@@ -486,3 +524,29 @@ LOGGING = {
         "celery.worker.strategy": {"level": "WARNING"},
     },
 }
+# --- end of Metrics and logs -------------------------------------------------
+
+# --- Dashboard ---
+# The Django admin's home page is a dashboard (events/dashboard/), under the
+# platform's name rather than Django's.
+PLATFORM_NAME = env.str("PLATFORM_NAME", default="Bot platform")
+# It reads per-minute rollups (events/rollups/), which beat recomputes this
+# often (seconds): the page then costs the same few queries however many
+# events there are. They are kept this many hours (at least the day the page
+# shows); a first run, or one after beat was stopped, looks back at most
+# DASHBOARD_ROLLUP_BACKFILL_HOURS.
+DASHBOARD_ROLLUP_INTERVAL = env.float("DASHBOARD_ROLLUP_INTERVAL", default=60.0)
+DASHBOARD_ROLLUP_KEEP_HOURS = env.float("DASHBOARD_ROLLUP_KEEP_HOURS", default=48.0)
+DASHBOARD_ROLLUP_BACKFILL_HOURS = env.float("DASHBOARD_ROLLUP_BACKFILL_HOURS", default=24.0)
+if DASHBOARD_ROLLUP_KEEP_HOURS < 24:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "DASHBOARD_ROLLUP_KEEP_HOURS must be at least 24: the dashboard shows a day"
+    )
+CELERY_BEAT_SCHEDULE["roll-up-dashboard"] = {
+    "task": "events.tasks.roll_up_dashboard",
+    "schedule": DASHBOARD_ROLLUP_INTERVAL,
+    "options": {"expires": DASHBOARD_ROLLUP_INTERVAL},
+}
+# --- end of Dashboard ---

@@ -77,6 +77,8 @@ def uvicorn_runs(monkeypatch: pytest.MonkeyPatch, no_web_concurrency: None) -> l
 
     monkeypatch.setattr(uvicorn, "run", run)
     monkeypatch.setattr(serve, "supervise", supervise)
+    # Not this test run's logging to reconfigure.
+    monkeypatch.setattr(serve, "_configure_logging", lambda: None)
     monkeypatch.delenv("WEB_ACCESS_LOG", raising=False)
     monkeypatch.delenv("PORT", raising=False)
     return calls
@@ -92,7 +94,10 @@ def test_main_serves_the_asgi_application_without_trusting_forwarded_headers(
     assert (call["host"], call["port"]) == ("127.0.0.1", 8000)
     assert call["proxy_headers"] is False
     assert call["workers"] == 1
-    assert call["access_log"] is True
+    # The access log is the middleware's (request ids, JSON), not uvicorn's.
+    assert call["access_log"] is False
+    assert call["log_config"] is None
+    assert os.environ["WEB_ACCESS_LOG"] == "1"
     assert call["lifespan"] == "off"
     protocol = import_from_string(call["http"])
     assert call["http"] == "platform_site.http_protocol:HttpToolsProtocol"
@@ -137,7 +142,8 @@ def test_the_access_log(uvicorn_runs, monkeypatch, settings, variable, argv, acc
     if variable is not None:
         monkeypatch.setenv("WEB_ACCESS_LOG", variable)
     serve.main(argv)
-    assert uvicorn_runs[0]["access_log"] is access_log
+    assert uvicorn_runs[0]["access_log"] is False
+    assert os.environ["WEB_ACCESS_LOG"] == ("1" if access_log else "0")
 
 
 # --- a real server -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ unknown conversation 404, not a participant 403."""
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 
 from bots.models import Conversation, Participant, User
 from chat.authentication import USER_KEY_CHALLENGE
@@ -29,6 +29,7 @@ from platform_site.api.rate_limit import Decision, rate_limit_headers, rate_limi
 class Listener:
     conversation_id: str  # the runtime id, which names the channel
     participant_id: str  # the chat id of the key's user: their removal ends the stream
+    workspace_id: str  # whose listeners the metrics count it among
     rate_limit: Decision | None = None  # where the request left its rate limits
 
 
@@ -62,7 +63,11 @@ async def _listener_admit(
     conversation_chat_id: str,
     remote_addr: str,
 ) -> Listener:
-    chat = await ChatConnection.objects.filter(webhook_id=webhook_id).afirst()
+    chat = (
+        await ChatConnection.objects.filter(webhook_id=webhook_id)
+        .annotate(bot_workspace_id=F("bot__workspace_id"))
+        .afirst()
+    )
     if chat is None:
         raise ResourceNotFound(f"Chat {webhook_id!r} not found")
     if method != "GET":
@@ -91,7 +96,10 @@ async def _listener_admit(
     if not conversation.is_participant:
         raise Forbidden(f"You are not a participant of conversation {conversation_chat_id!r}")
     return Listener(
-        conversation_id=conversation.id, participant_id=user.chat_id, rate_limit=rate_limit
+        conversation_id=conversation.id,
+        participant_id=user.chat_id,
+        workspace_id=chat.bot_workspace_id,
+        rate_limit=rate_limit,
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 from chat.live.subscriptions import ListenerDropped, Subscription
 from chat.presenters import PARTICIPANT_REMOVED
+from platform_site import metrics
 
 logger = logging.getLogger("chat.live")
 
@@ -36,13 +37,14 @@ def removes_listener(message: str, participant_id: str) -> bool:
 
 
 async def listener_stream(
-    *, subscription: Subscription, participant_id: str, heartbeat: float
+    *, subscription: Subscription, participant_id: str, workspace_id: str, heartbeat: float
 ) -> AsyncIterator[bytes]:
     """The stream of one listener, whose subscription is open: a ping first
     (nothing published from then on is missed), then every message, and a ping
     after `heartbeat` seconds of silence. It ends after the message that
     removes the listener, or when the listener fell too far behind; it lets go
     of the subscription however it ends (a client hanging up cancels it)."""
+    metrics.live_listener_change(workspace_id=workspace_id, change=1)
     try:
         yield PING
         while True:
@@ -60,3 +62,4 @@ async def listener_stream(
         logger.info("live stream: dropped a listener of %s: %s", subscription.channel, exc)
     finally:
         subscription.close()
+        metrics.live_listener_change(workspace_id=workspace_id, change=-1)

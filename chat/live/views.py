@@ -48,6 +48,7 @@ async def conversation_listen(
         listener_stream(
             subscription=subscription,
             participant_id=listener.participant_id,
+            workspace_id=listener.workspace_id,
             heartbeat=settings.LIVE_STREAM_HEARTBEAT,
         ),
         content_type="text/event-stream",

@@ -42,7 +42,9 @@ from events.claims import Claimed, deliveries_claim
 from events.delivery import Delivery, deliveries_record, deliveries_release
 from events.engine.lanes import Lanes
 from events.engine.stats import Period
+from events.models import EventStatus
 from events.webhook_client import Failure, WebhookClient, WebhookResult
+from platform_site import metrics
 
 logger = logging.getLogger("events.engine")
 
@@ -242,6 +244,7 @@ class DeliveryEngine:
             self._count(Counter(ignored=len(claimed.ignored)))
         for delivery in claimed.deliveries:
             period.claim_lag.add(claimed.claimed_at - delivery.due)
+            metrics.claim_lag_observe(claimed.claimed_at - delivery.due)
             self._held[delivery.event_id] = delivery
             self.lanes.hold(delivery.bot_id)
             self.lanes.push(delivery)
@@ -273,7 +276,15 @@ class DeliveryEngine:
         except Exception as exc:
             # A fault of ours, not the receiver's: recorded as a failed
             # attempt, so the event is retried with backoff, not at once.
-            logger.exception("Sending %s failed", delivery.event_id)
+            logger.exception(
+                "Sending %s failed",
+                delivery.event_id,
+                extra={
+                    "event_id": delivery.event_id,
+                    "bot_id": delivery.bot_id,
+                    "attempt": delivery.attempt_count + 1,
+                },
+            )
             result = WebhookResult(
                 started_at=datetime.now(UTC),
                 duration_ms=0,
@@ -287,7 +298,12 @@ class DeliveryEngine:
             now=self._loop.time(),
         )
         self.period.sent += 1
-        self.period.send_lag.add(max(0.0, result.started_at.timestamp() - delivery.due))
+        lag = max(0.0, result.started_at.timestamp() - delivery.due)
+        self.period.send_lag.add(lag)
+        metrics.delivery_observe(
+            seconds=result.duration_ms / 1000,
+            lateness=lag if delivery.attempt_count == 0 else None,
+        )
         self._finished.append((delivery, result))
         self._record_needed.set()
         self._pump()
@@ -356,6 +372,8 @@ class DeliveryEngine:
 
     def _count(self, tally: Counter[str]) -> None:
         self.period.ended.update(tally)
+        for status, outcome in _OUTCOMES.items():
+            metrics.events_count(outcome, tally[status])
 
     # ------------------------------------------------------------ reporting
 
@@ -484,6 +502,16 @@ def _record(
     if released:
         tally[RELEASED] += deliveries_release(released)
     return tally
+
+
+# What the engine's tallies count, as metrics call it: an event left pending
+# after an attempt is to be retried.
+_OUTCOMES = {
+    EventStatus.PROCESSED: "delivered",
+    EventStatus.PENDING: "retried",
+    EventStatus.FAILED: "failed",
+    EventStatus.IGNORED: "ignored",
+}
 
 
 def _congested(result: WebhookResult) -> bool:

@@ -35,7 +35,14 @@ _BY_STATUS: dict[int, type[errors.APIError]] = {
 
 def log_client_error(error_id: str, error: errors.APIError) -> None:
     """Every error id is in the log, so a client's report can be traced."""
-    logger.info("%s %s %s: %s", error_id, error.status_code, error.type, error.message)
+    logger.info(
+        "%s %s %s: %s",
+        error_id,
+        error.status_code,
+        error.type,
+        error.message,
+        extra={"error_id": error_id},
+    )
 
 
 def error_body(error: errors.APIError, error_id: str) -> dict[str, Any]:
@@ -137,9 +144,9 @@ def handle_exception(exc: Exception, context: Mapping[str, Any]) -> Response:
     error_id = errors.new_error_id()
     if error is None:
         error = errors.Internal()
-        logger.error("%s unexpected error", error_id, exc_info=exc)
+        logger.error("%s unexpected error", error_id, exc_info=exc, extra={"error_id": error_id})
     elif error.status_code >= 500:
-        logger.error("%s %s", error_id, error.message, exc_info=exc)
+        logger.error("%s %s", error_id, error.message, exc_info=exc, extra={"error_id": error_id})
     else:
         log_client_error(error_id, error)
     set_rollback()
@@ -172,7 +179,13 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Jso
         error = errors.InvalidPayload("The Host header names no host this server answers to")
         error_id = errors.new_error_id()
         # Django's text quotes the Host with repr(): it stays on one line.
-        logger.warning("%s 400 %s: %s", error_id, error.type, str(exception)[:300])
+        logger.warning(
+            "%s 400 %s: %s",
+            error_id,
+            error.type,
+            str(exception)[:300],
+            extra={"error_id": error_id},
+        )
         return _json_error(error, error_id)
     return error_response(errors.InvalidPayload("Bad request"))
 
@@ -188,7 +201,13 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 def server_error(request: HttpRequest) -> JsonResponse:
     error_id = errors.new_error_id()
     # Django calls this from inside its exception handling, so the trace is at hand.
-    logger.exception("%s unexpected error on %s %s", error_id, request.method, request.path)
+    logger.exception(
+        "%s unexpected error on %s %s",
+        error_id,
+        request.method,
+        request.path,
+        extra={"error_id": error_id},
+    )
     return JsonResponse(
         error_body(errors.Internal(), error_id), status=500, json_dumps_params=_COMPACT
     )

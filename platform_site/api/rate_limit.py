@@ -39,6 +39,8 @@ from django.conf import settings
 from redis.connection import parse_url
 from redis.exceptions import NoScriptError
 
+from platform_site import metrics
+
 logger = logging.getLogger("platform_site.rate_limit")
 
 LOG_EVERY = 10.0
@@ -305,7 +307,12 @@ def rate_limit_hit(policies: Sequence[Policy]) -> Decision | None:
     limits off, no policy, or the limiter out of reach)."""
     if not policies or not settings.RATE_LIMIT_ENABLED:
         return None
-    return limiter().hit(policies)
+    decision = limiter().hit(policies)
+    if decision is not None and not decision.allowed and decision.quotas:
+        # One count per refused request, for the limit that ran out first.
+        exhausted = min(decision.quotas, key=lambda quota: quota.remaining)
+        metrics.rate_limit_rejected(exhausted.policy.name)
+    return decision
 
 
 def _item(name: str, **params: int) -> str:

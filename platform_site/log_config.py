@@ -1,0 +1,60 @@
+"""How log lines look: structlog renders every standard-library record, as
+readable text (the default, for `make run` and a terminal) or as one JSON
+object per line (LOG_FORMAT=json, for a log pipeline).
+
+Each line carries its context without the code that logs having to pass it:
+what is bound to the running request or task (structlog.contextvars:
+request_id, task, task_id) and what a call passes as `extra` (error_id;
+event_id, bot_id, attempt on delivery lines)."""
+
+import logging
+from typing import Any
+
+import orjson
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+# uvicorn's own lines carry a coloured copy of their message.
+_DROPPED_EXTRAS = ("color_message",)
+
+
+def _drop_extras(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+    for key in _DROPPED_EXTRAS:
+        event.pop(key, None)
+    return event
+
+
+def _json(event: EventDict, **kwargs: Any) -> str:
+    # default=str: an extra that JSON cannot hold is written as its text.
+    return orjson.dumps(event, default=str).decode()
+
+
+def formatter(*, json: bool) -> logging.Formatter:
+    """The formatter of LOGGING's console handler."""
+    pre_chain: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.ExtraAdder(),
+        _drop_extras,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: list[Processor]
+    if json:
+        renderer = [
+            structlog.processors.format_exc_info,
+            structlog.processors.EventRenamer("message"),
+            structlog.processors.JSONRenderer(serializer=_json),
+        ]
+    else:
+        renderer = [
+            # Plain tracebacks: a rich one would print the frames' locals,
+            # secrets included.
+            structlog.dev.ConsoleRenderer(
+                colors=False, exception_formatter=structlog.dev.plain_traceback
+            )
+        ]
+    return structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=pre_chain,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
+    )

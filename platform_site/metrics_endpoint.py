@@ -1,0 +1,106 @@
+"""GET /metrics: the Prometheus text of every web and worker process
+(platform_site/metrics.py), off the public API surface.
+
+Answered to the networks of METRICS_ALLOW_NETWORKS (loopback by default) and
+to any client presenting METRICS_BEARER_TOKEN; to anyone else it does not
+exist (404), and a wrong token is a 401. The client's address is the one
+uvicorn gives: the connection's, or X-Forwarded-For from the proxies named in
+FORWARDED_ALLOW_IPS."""
+
+import hmac
+import ipaddress
+import os
+import re
+from functools import cache
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from platform_site.api import errors
+from platform_site.api.exception_handler import error_response
+
+# A live gauge's file per process: gauge_livesum_<pid>.db.
+_LIVE_GAUGE_FILE = re.compile(r"^gauge_live\w+_(\d+)\.db$")
+
+
+def multiprocess_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    _forget_dead_processes()
+    MultiProcessCollector(registry)
+    return registry
+
+
+def _forget_dead_processes() -> None:
+    """A process killed before it could say it ended leaves its live gauges
+    (open listeners) counted: their files go once it is gone. Processes on
+    another host cannot be told apart, hence one folder per host."""
+    for name in os.listdir(os.environ["PROMETHEUS_MULTIPROC_DIR"]):
+        found = _LIVE_GAUGE_FILE.match(name)
+        if found is None:
+            continue
+        pid = int(found.group(1))
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            mark_process_dead(pid)
+        except PermissionError:
+            pass  # alive, another user's
+
+
+@cache
+def _allowed_networks() -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(
+        ipaddress.ip_network(network, strict=False) for network in settings.METRICS_ALLOW_NETWORKS
+    )
+
+
+def _address_allowed(address: str) -> bool:
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    if isinstance(parsed, ipaddress.IPv6Address) and parsed.ipv4_mapped is not None:
+        parsed = parsed.ipv4_mapped
+    return any(parsed in network for network in _allowed_networks())
+
+
+def _token_presented(request: HttpRequest) -> bool | None:
+    """True for the right bearer token, False for a wrong one, None for none."""
+    header = request.META.get("HTTP_AUTHORIZATION")
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    expected = settings.METRICS_BEARER_TOKEN
+    return (
+        bool(expected)
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(token.strip().encode(), expected.encode())
+    )
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    if not settings.METRICS_ENABLED:
+        return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
+    token = _token_presented(request)
+    if not token and not _address_allowed(request.META.get("REMOTE_ADDR", "")):
+        if token is False:
+            return error_response(
+                errors.Unauthorized(
+                    "Invalid metrics token", headers={"WWW-Authenticate": 'Bearer realm="metrics"'}
+                )
+            )
+        return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
+    if request.method not in ("GET", "HEAD"):
+        return error_response(
+            errors.MethodNotFound(
+                f"Method {request.method!r} not allowed on /metrics: use GET",
+                headers={"Allow": "GET, HEAD"},
+            )
+        )
+    registry = multiprocess_registry()
+    for path in settings.METRICS_COLLECTORS:
+        registry.register(import_string(path)())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
