@@ -5,6 +5,7 @@ The database picks what has expired, a batch at a time, each batch in a short
 transaction of its own: a large purge never holds one long transaction, and it
 locks only the finished events it deletes, never waiting ones."""
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -22,10 +23,32 @@ def events_purge_expired(*, now: datetime | None = None) -> int:
     """Delete processed, failed, ignored and canceled events last changed
     longer ago than their workspace's retention (30 days for a workspace
     without settings), with their attempts; answers how many events."""
+    return sum(events_purge_expired_batches(now=now))
+
+
+def events_purge_expired_batches(*, now: datetime | None = None) -> Iterator[int]:
+    """events_purge_expired a batch at a time, for a caller that reports
+    progress: yields how many events each batch deleted, once its
+    transaction has committed."""
     now = now or timezone.now()
     size = settings.EVENT_RETENTION_BATCH
-    deleted = 0
-    # One pass per retention period in use (a handful), so each compares
+    for expired in _expired_by_period(now):
+        while True:
+            count = _delete_batch(expired, size)
+            if count:
+                yield count
+            if count < size:
+                break
+
+
+def events_expired_count(*, now: datetime | None = None) -> int:
+    """How many events a purge at `now` would delete (fewer if other
+    transactions hold some of them then)."""
+    return sum(expired.count() for expired in _expired_by_period(now or timezone.now()))
+
+
+def _expired_by_period(now: datetime) -> Iterator[QuerySet[Event]]:
+    # One query per retention period in use (a handful), so each compares
     # updated_at with a constant: the planner then walks event_expiry_idx per
     # bot for just the expired rows, where a cutoff computed per row would
     # have it scan every event.
@@ -33,17 +56,11 @@ def events_purge_expired(*, now: datetime | None = None) -> int:
         bots = Bot.objects.alias(retention_days=_retention_days("workspace__")).filter(
             retention_days=days
         )
-        expired = Event.objects.filter(
+        yield Event.objects.filter(
             bot__in=bots,
             status__in=FINISHED_STATUSES,
             updated_at__lt=now - timedelta(days=days),
         )
-        while True:
-            count = _delete_batch(expired, size)
-            deleted += count
-            if count < size:
-                break
-    return deleted
 
 
 def _retention_days(workspace_path: str = "") -> Coalesce:

@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from bots.models import Bot
-from files.models import FILE_KEY_MAX_LENGTH, File, Passage
+from files.models import FILE_KEY_MAX_LENGTH, File, FileStatus, Passage
 from files.passage_json import file_passages_json_select, passages_page_body
 from platform_site.api.errors import InvalidIdentifier, InvalidQuery, ResourceNotFound
 from platform_site.api.ids import is_id
@@ -19,6 +19,24 @@ def _live_files(bot: Bot) -> QuerySet[File]:
     # An expired file is gone for its readers even before housekeeping deletes it.
     return File.objects.filter(bot=bot).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+    )
+
+
+def files_reindexable(*, bot: Bot) -> QuerySet[File]:
+    """The files of `bot` that re-indexing all of them re-indexes, by id: those
+    whose client asked for passages and whose content is there. The others
+    have no content yet (upload_pending, upload_failed), or content their
+    client keeps unindexed (upload_completed, passages set directly)."""
+    indexed = [
+        FileStatus.INDEXING_PENDING,
+        FileStatus.INDEXING_COMPLETED,
+        FileStatus.INDEXING_FAILED,
+    ]
+    return (
+        _live_files(bot)
+        .filter(index=True, status__in=indexed)
+        .exclude(storage_name="")
+        .order_by("id")
     )
 
 

@@ -122,24 +122,27 @@ def file_passages_set(*, file: File, passages: Sequence[PassageData]) -> File:
 
 
 @transaction.atomic
-def file_reindex(*, file: File) -> File:
+def file_reindex(*, file: File, enqueue: bool = True) -> File:
     """Index a file's content again (after a parser upgrade, or with another
     chunk length). Its current passages stay readable until the new set
-    replaces them."""
+    replaces them. With `enqueue=False` no task is sent: the caller runs
+    files.indexing.file_index on the answer itself (housekeeping queues the
+    file should it never do so)."""
     locked = File.objects.select_for_update().get(id=file.id)
     if not locked.has_content:
         raise InvalidPayload(f"File {locked.id!r} has no content to index yet: upload it first")
     locked.index = True
     locked.revision += 1
-    indexing_queue(locked)
+    indexing_queue(locked, enqueue=enqueue)
     locked.save()
     return locked
 
 
-def indexing_queue(file: File) -> None:
+def indexing_queue(file: File, *, enqueue: bool = True) -> None:
     """Mark `file` (locked, saved by the caller) as waiting for indexing, and
-    enqueue the run once the transaction commits. Should that message be
-    lost, housekeeping queues the file again when its due time passes."""
+    enqueue the run once the transaction commits (unless `enqueue=False`).
+    Should that message be lost, housekeeping queues the file again when its
+    due time passes."""
     from files.tasks import index_file  # the task module imports the indexing service
 
     file.status = FileStatus.INDEXING_PENDING
@@ -147,7 +150,8 @@ def indexing_queue(file: File) -> None:
     file.indexing_lease = 0
     file.indexing_attempts = 0
     file.indexing_due_at = timezone.now() + indexing_grace()
-    transaction.on_commit(partial(index_file.delay, file.id, file.revision))
+    if enqueue:
+        transaction.on_commit(partial(index_file.delay, file.id, file.revision))
 
 
 def indexing_clear(file: File) -> None:

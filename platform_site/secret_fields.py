@@ -8,7 +8,7 @@ key dropped."""
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -162,31 +162,62 @@ def stored_secrets_rotate(*, model: type[models.Model], field_name: str, using: 
     return _stored_secrets_rewrite(model, field_name, using, secret_rotate)
 
 
+def stored_secrets_rotate_batches(
+    *, model: type[models.Model], field_name: str, using: str
+) -> Iterator[tuple[int, int]]:
+    """stored_secrets_rotate a batch at a time, for a caller that reports
+    progress: yields, once each batch has committed, how many rows it read
+    and how many of them it re-encrypted."""
+    return _stored_secrets_rewrite_batches(model, field_name, using, secret_rotate)
+
+
+def stored_secrets_count(*, model: type[models.Model], field_name: str, using: str) -> int:
+    """How many rows hold a secret in a field's column: those a rewrite reads."""
+    table, _, column = _columns(model, field_name, using)
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {column} <> ''")
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
 def _stored_secrets_rewrite(
     model: type[models.Model],
     field_name: str,
     using: str,
     rewrite: Callable[[str], str | None],
 ) -> int:
+    batches = _stored_secrets_rewrite_batches(model, field_name, using, rewrite)
+    return sum(rewritten for _, rewritten in batches)
+
+
+def _columns(model: type[models.Model], field_name: str, using: str) -> tuple[str, str, str]:
+    """The quoted table, primary key and column of a model's field."""
+    quote = connections[using].ops.quote_name
+    meta = model._meta
+    field = meta.get_field(field_name)
+    assert isinstance(field, models.Field)
+    return quote(meta.db_table), quote(meta.pk.column), quote(field.column)
+
+
+def _stored_secrets_rewrite_batches(
+    model: type[models.Model],
+    field_name: str,
+    using: str,
+    rewrite: Callable[[str], str | None],
+) -> Iterator[tuple[int, int]]:
     # On the columns, not through the field, which would decrypt on reading
     # and encrypt on writing; and with the model's table and columns only,
     # so that a migration's historical model serves as well. A row is written
     # back only if it still holds what was read: a secret changed meanwhile
     # (a bot's rotation) is kept, not overwritten with the old one.
     connection = connections[using]
-    quote = connection.ops.quote_name
-    meta = model._meta
-    table = quote(meta.db_table)
-    field = meta.get_field(field_name)
-    assert isinstance(field, models.Field)
-    pk = quote(meta.pk.column)
-    column = quote(field.column)
+    table, pk, column = _columns(model, field_name, using)
     select = f"SELECT {pk}, {column} FROM {table} WHERE {column} <> ''"
     order = f"ORDER BY {pk} LIMIT %s"
     update = f"UPDATE {table} SET {column} = %s WHERE {pk} = %s AND {column} = %s"
-    rewritten = 0
     last: Any = None
     while True:
+        rewritten = 0
         with transaction.atomic(using=using), connection.cursor() as cursor:
             if last is None:
                 cursor.execute(f"{select} {order}", [_BATCH])
@@ -198,6 +229,7 @@ def _stored_secrets_rewrite(
                 if new is not None:
                     cursor.execute(update, [new, key, stored])
                     rewritten += cursor.rowcount
+        yield len(rows), rewritten
         if len(rows) < _BATCH:
-            return rewritten
+            return
         last = rows[-1][0]

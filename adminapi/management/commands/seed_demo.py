@@ -22,6 +22,7 @@ from files.models import File
 from files.services import file_upsert
 from files.signed_urls import UploadGrant
 from files.uploads import file_upload_receive
+from platform_site.progress import command_progress
 
 DEMO_CHAPTERS = 5
 DEMO_SECTIONS = 9
@@ -96,19 +97,27 @@ class Command(BaseCommand):
         workspace = workspace_create(name=f"Demo {suffix}", owner=owner)
         tokens = {Role.OWNER.value: access_token_create(account=owner, name="demo")[1]}
         staff_email = ""
-        for role in Role:
-            if role is Role.OWNER:
-                continue
-            member = account(role.value)
-            if role is Role.ADMINISTRATOR:
-                # Staff without being superuser: the Django admin shows it
-                # this workspace only.
-                member.is_staff = True
-                member.set_password(password)
-                member.save(update_fields=["is_staff", "password"])
-                staff_email = member.email
-            member_add(workspace=workspace, account=member, role=role)
-            tokens[role.value] = access_token_create(account=member, name="demo")[1]
+        member_roles = [role for role in Role if role is not Role.OWNER]
+        # On stderr: stdout is the JSON that `make run` writes to a file.
+        with command_progress(
+            stream=self.stderr,
+            verbosity=options["verbosity"],
+            desc="demo accounts",
+            unit="account",
+            total=len(member_roles),
+        ) as progress:
+            for role in member_roles:
+                member = account(role.value)
+                if role is Role.ADMINISTRATOR:
+                    # Staff without being superuser: the Django admin shows it
+                    # this workspace only.
+                    member.is_staff = True
+                    member.set_password(password)
+                    member.save(update_fields=["is_staff", "password"])
+                    staff_email = member.email
+                member_add(workspace=workspace, account=member, role=role)
+                tokens[role.value] = access_token_create(account=member, name="demo")[1]
+                progress.update(1)
 
         try:
             bot = bot_create(
