@@ -26,6 +26,8 @@ run: setup
 	$(BIN)/python manage.py migrate --no-input -v 0
 	$(BIN)/python manage.py seed_demo --json --webhook-url http://127.0.0.1:$(ECHO_BOT_PORT)/ > $(DATA_DIR)/demo.json
 	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
+	# Metrics count from the service's start (README: Metrics and logs).
+	rm -rf "$${PROMETHEUS_MULTIPROC_DIR:-$(DATA_DIR)/metrics}"
 	PORT=$(PORT) $(BIN)/honcho -f platform_site/Procfile -d . start
 
 # PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="-m integration tests/test_delivery_faults.py".

@@ -8,6 +8,7 @@ request_id, task, task_id) and what a call passes as `extra` (error_id;
 event_id, bot_id, attempt on delivery lines)."""
 
 import logging
+import logging.config
 from typing import Any
 
 import orjson
@@ -58,3 +59,10 @@ def formatter(*, json: bool) -> logging.Formatter:
         foreign_pre_chain=pre_chain,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
     )
+
+
+def configure(config: dict[str, Any]) -> None:
+    """Django's LOGGING_CONFIG: LOGGING applied, and Python's warnings logged
+    (py.warnings) through the same formatter rather than printed raw."""
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)

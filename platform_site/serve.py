@@ -154,11 +154,11 @@ def supervise(options: dict[str, Any], workers: int) -> bool:
 def _configure_logging() -> None:
     """Django's LOGGING, before the application (which applies it again) is
     loaded: what uvicorn says first is formatted like the rest."""
-    import logging.config
-
     from django.conf import settings
 
-    logging.config.dictConfig(settings.LOGGING)
+    from platform_site.log_config import configure
+
+    configure(settings.LOGGING)
 
 
 class _Server(uvicorn.Server):

@@ -499,6 +499,7 @@ if LOG_FORMAT not in ("text", "json"):
 # (or serve's --no-access-log) turns it off.
 WEB_ACCESS_LOG = env.bool("WEB_ACCESS_LOG", default=True)
 
+LOGGING_CONFIG = "platform_site.log_config.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -511,6 +512,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
+        # The server's own news (started, stopping) and the access log have
+        # their own switches, not LOG_LEVEL's (WEB_ACCESS_LOG).
+        "uvicorn.error": {"level": "INFO"},
+        "platform_site.access": {"level": "INFO"},
         # Our handler logs every error with its id; Django's duplicate would
         # print the same failure twice without the id.
         "django.request": {"level": "CRITICAL", "propagate": True},

@@ -1,0 +1,241 @@
+"""What seeing the platform run costs a request: Prometheus metrics (one
+counter and one histogram per request, in memory-mapped files) and the access
+log line with its request id, on PostgreSQL + Redis.
+
+    .venv/bin/python bench/observability.py [--duration 10] [--rounds 3]
+
+A fresh database bench_observability (migrated, seeded), Redis database 14
+(BENCH_OBSERVABILITY_REDIS_URL) as broker, live-stream bus and rate limiter.
+Every server is platform_site/Procfile's `web:` line exactly as `make run`
+starts it (python -m platform_site.serve: one process per core), with the
+demo workspace's rate limits set out of reach (nothing is refused).
+
+Create event (POST /v1/chat/events, --connections keep-alive connections,
+wrk) served in four configurations, interleaved A B C D (--rounds times),
+each on a fresh server: a --warmup, then --duration seconds.
+- A `METRICS_ENABLED=0`: no metrics, text access log (the baseline);
+- B as `make run`: metrics on, text access log;
+- C metrics on, LOG_FORMAT=json;
+- D `METRICS_ENABLED=0 WEB_ACCESS_LOG=0`: neither (what the log line costs).
+Per configuration: requests/s (mean of its rounds) and the web processes'
+CPU per request; B/A is the cost of metrics (target: B keeps at least 97%
+of A's throughput). Then GET /metrics is timed (100 scrapes) on a B server
+after load, with its answer checked for the counts of the run.
+
+Checks (exit 1 when one fails): every answer 201, no socket error, stored
+events = 201s (+ at most one in flight per connection), every answer with an
+X-Request-Id (B and C's probe), and the scrape's created count equal to the
+events stored by B and C servers since the metrics folder was emptied.
+Nothing asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402
+import chat_messages  # noqa: E402
+import create_event  # noqa: E402
+import protection  # noqa: E402
+import web_tier  # noqa: E402
+from benchlib import log  # noqa: E402
+
+DB = "bench_observability"
+# No other benchmark or test uses database 14.
+REDIS_URL = os.environ.get("BENCH_OBSERVABILITY_REDIS_URL", "redis://127.0.0.1:6379/14")
+TARGET_RATIO = 0.97
+SCRAPES = 100
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    label: str
+    server: str  # as web_tier.start names it
+    metrics: bool
+
+
+CONFIGS = (
+    Config("A", "metrics off", "serve:METRICS_ENABLED=0", metrics=False),
+    Config("B", "metrics on (make run)", "serve", metrics=True),
+    Config("C", "metrics on, JSON logs", "serve:LOG_FORMAT=json", metrics=True),
+    Config("D", "metrics off, no access log", "serve:METRICS_ENABLED=0+WEB_ACCESS_LOG=0", False),
+)
+
+
+def probe(config: Config, server: benchlib.AsgiServer, demo: dict, failures: list[str]) -> None:
+    status, headers, _ = protection.post_event(server.base_url, demo, protection.event_body(), None)
+    request_id = headers.get("X-Request-Id")
+    print(f"  probe {config.name}: {status}, X-Request-Id {request_id}")
+    if status != 201 or not request_id:
+        failures.append(f"{config.name} probe: {status}, X-Request-Id {request_id!r}")
+
+
+def phase(
+    config: Config,
+    round_: int,
+    *,
+    proj: benchlib.Project,
+    wrk: str,
+    tmp: Path,
+    args: argparse.Namespace,
+    failures: list[str],
+) -> web_tier.Measured:
+    demo = proj.demo
+
+    def script(stage: str) -> Path:
+        return protection.load_script(
+            tmp / f"{config.name}{round_}-{stage}.lua",
+            token=demo["tokens"]["developer"],
+            bot_id=demo["botId"],
+            body=protection.event_body(),
+        )
+
+    with web_tier.start(config.server, proj) as server:
+        assert isinstance(server, benchlib.AsgiServer)
+        probe(config, server, demo, failures)
+        url = f"{server.base_url}/v1/chat/events"
+        log(f"{config.name} ({config.label}) round {round_}: warm-up {args.warmup:g} s")
+        create_event.run_wrk(
+            wrk, url, script("warm"), connections=args.connections, threads=1, seconds=args.warmup
+        )
+        benchlib.wait_for_quiet(args.quiet_wait)
+        time.sleep(1)
+        groups = {"serve": server.pids()}
+        before = chat_messages.stored(proj)
+        cpu_before = benchlib.cpu_snapshot(groups)
+        log(f"{config.name} ({config.label}) round {round_}: wrk -c{args.connections}")
+        result = create_event.run_wrk(
+            wrk,
+            url,
+            script("load"),
+            connections=args.connections,
+            threads=1,
+            seconds=args.duration,
+        )
+        cpu = benchlib.cpu_use(cpu_before, benchlib.cpu_snapshot(groups))
+        time.sleep(1)  # requests in flight when wrk stopped
+        after = chat_messages.stored(proj)
+    measured = web_tier.Measured(
+        "serve", f"{config.name} round {round_}", result, cpu, after["events"] - before["events"]
+    )
+    web_tier.check(measured, args.connections, before, after, failures)
+    w = result
+    print(
+        f"{config.name} round {round_}, {config.label}: {w['requests']} requests in "
+        f"{w['duration_us'] / 1e6:.1f} s = {measured.rate:.0f} req/s, p50 "
+        f"{w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms; web CPU "
+        f"{measured.server_ms_per_request:.3f} ms/request"
+    )
+    return measured
+
+
+def scrape_phase(proj: benchlib.Project, expected_created: int, failures: list[str]) -> None:
+    with web_tier.start("serve", proj) as server:
+        assert isinstance(server, benchlib.AsgiServer)
+        times = []
+        text = ""
+        for _ in range(SCRAPES):
+            started = time.perf_counter()
+            with urllib.request.urlopen(f"{server.base_url}/metrics", timeout=10) as answer:
+                text = answer.read().decode()
+            times.append(time.perf_counter() - started)
+    created = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith('platform_events_total{outcome="created"}')
+    )
+    files = len(os.listdir(proj.data_dir / "metrics"))
+    print(
+        f"GET /metrics x{SCRAPES}: p50 {benchlib.percentile(times, 0.5) * 1000:.1f} ms, p99 "
+        f"{benchlib.percentile(times, 0.99) * 1000:.1f} ms; {len(text):,} bytes, {files} "
+        f"metric files of the run's processes; events created counted {created:.0f}, "
+        f"stored by metered servers {expected_created}"
+    )
+    if round(created) != expected_created:
+        failures.append(
+            f"/metrics counts {created:.0f} events created, the metered servers stored "
+            f"{expected_created}"
+        )
+
+
+def report(measured: dict[str, list[web_tier.Measured]]) -> None:
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values)
+
+    rate = {name: mean([m.rate for m in runs]) for name, runs in measured.items()}
+    cpu = {name: mean([m.server_ms_per_request for m in runs]) for name, runs in measured.items()}
+    print()
+    print("== summary (create event, mean of the rounds)")
+    for config in CONFIGS:
+        if config.name in rate:
+            print(
+                f"  {config.name} {config.label:28} {rate[config.name]:7.0f} req/s  "
+                f"web CPU {cpu[config.name]:.3f} ms/request  "
+                f"throughput / A {rate[config.name] / rate['A']:.3f}"
+            )
+    ratio = rate["B"] / rate["A"]
+    print(
+        f"  metrics cost: B/A throughput {ratio:.3f} (target >= {TARGET_RATIO}: "
+        f"{'met' if ratio >= TARGET_RATIO else 'missed'}), CPU per request B/A "
+        f"{cpu['B'] / cpu['A']:.3f}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--duration", type=float, default=10, help="seconds of each phase")
+    parser.add_argument("--warmup", type=float, default=3, help="seconds before each phase")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of A B C D")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections")
+    parser.add_argument(
+        "--quiet-wait", type=float, default=60, help="seconds to wait for a quiet machine"
+    )
+    args = parser.parse_args()
+
+    benchlib.exit_cleanly_on_sigterm()
+    wrk = benchlib.ensure_wrk()
+    print("== observability: metrics and access log, cost per request")
+    benchlib.print_machine()
+    failures: list[str] = []
+    measured: dict[str, list[web_tier.Measured]] = {}
+    os.environ["CELERY_QUEUE"] = f"bench-observability-{os.getpid()}"
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-observability-") as tmp,
+        benchlib.project(DB, redis_url=REDIS_URL) as proj,
+    ):
+        proj.env["LIVE_STREAM_REDIS_URL"] = REDIS_URL
+        protection.set_limits(proj, workspace=protection.HIGH_LIMIT, token=protection.HIGH_LIMIT)
+        # Counted from here: what seeding did is not the run's.
+        shutil.rmtree(proj.data_dir / "metrics", ignore_errors=True)
+        metered = 0
+        for round_ in range(1, args.rounds + 1):
+            for config in CONFIGS:
+                stored_before = chat_messages.stored(proj)["events"]
+                m = phase(
+                    config, round_, proj=proj, wrk=wrk, tmp=Path(tmp), args=args, failures=failures
+                )
+                measured.setdefault(config.name, []).append(m)
+                if config.metrics:
+                    metered += chat_messages.stored(proj)["events"] - stored_before
+        scrape_phase(proj, metered, failures)
+    report(measured)
+    print("\n".join(f"FAILED: {failure}" for failure in failures) or "  checks: all passed")
+    return int(bool(failures))
+
+
+if __name__ == "__main__":
+    os.chdir(benchlib.ROOT)
+    sys.exit(main())
