@@ -10,6 +10,9 @@ class BotsConfig(AppConfig):
     def ready(self) -> None:
         from bots import schema  # noqa: F401 - registers the OpenAPI auth extension
         from bots.credential_invalidation import account_deleted, account_saved
+        from platform_site.admin_site import admin_site_configure
+
+        admin_site_configure()
 
         post_save.connect(account_saved, sender=settings.AUTH_USER_MODEL)
         post_delete.connect(account_deleted, sender=settings.AUTH_USER_MODEL)

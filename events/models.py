@@ -171,7 +171,16 @@ class DeliveryAttempt(models.Model):
         indexes = [
             models.Index(fields=["event", "number"], name="attempt_by_event_idx"),
             models.Index(fields=["bot", "started_at"], name="attempt_by_bot_idx"),
+            # The dashboard's rollup (events/rollups/) reads a minute's attempts
+            # across all bots: by the index above, that is a probe per bot, and
+            # with some thousands of bots PostgreSQL scans the whole table instead.
+            models.Index(fields=["started_at"], name="attempt_started_idx"),
         ]
 
     def __str__(self) -> str:
         return f"attempt {self.number} of {self.event_id}"
+
+
+# The dashboard's per-minute rollups live beside the service that writes them;
+# importing them here registers them with the events app.
+from events.rollups.models import BotFailureMinute, EventMinute  # noqa: E402, F401

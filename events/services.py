@@ -171,11 +171,17 @@ def event_stored(event: Event) -> None:
     would look again, a worker is woken once the row is committed, so that
     it claims the event on time; should the wake-up be lost, their next
     look finds it."""
+    # Counted once committed: a create rolled back (an idempotent replay, a
+    # failed request) made nothing. One callback either way.
     if event.due_at - timezone.now() < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL):
-        transaction.on_commit(deliveries_wake)
-    # Counted once it exists for good: a create rolled back (an idempotent
-    # replay, a failed request) made nothing.
-    transaction.on_commit(metrics.event_created)
+        transaction.on_commit(_event_committed_due)
+    else:
+        transaction.on_commit(metrics.event_created)
+
+
+def _event_committed_due() -> None:
+    metrics.event_created()
+    deliveries_wake()
 
 
 def event_record(

@@ -1,13 +1,16 @@
 """Celery tasks of the event engine. Delivery itself is not a task: every
 worker process runs a delivery engine (events/engine/) that claims due
-events from the table; these only wake it, and purge old events."""
+events from the table; these only wake it, purge old events, and roll up
+the dashboard's minutes."""
 
 import logging
 
 from celery import shared_task
+from django.utils import timezone
 
 from events.engine.process import wake_engine
 from events.retention import events_purge_expired
+from events.rollups.services import event_rollups_update
 
 logger = logging.getLogger(__name__)
 
@@ -23,3 +26,17 @@ def purge_expired_events() -> int:
     deleted = events_purge_expired()
     logger.info("Deleted %d events past their workspace's retention", deleted)
     return deleted
+
+
+@shared_task(name="events.tasks.roll_up_dashboard", ignore_result=True)
+def roll_up_dashboard() -> None:
+    """Safe to run twice: each run recomputes its minutes from the tables."""
+    run = event_rollups_update(now=timezone.now())
+    logger.debug(
+        "Rolled up %s to %s: %d workspace minutes, %d bot failure minutes, %d purged",
+        run.start.isoformat(),
+        run.end.isoformat(),
+        run.minutes,
+        run.bot_failure_minutes,
+        run.purged,
+    )

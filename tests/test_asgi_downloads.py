@@ -94,8 +94,10 @@ def test_a_download_comes_in_chunks_with_the_headers_it_has_under_wsgi(opened):
     under_wsgi = APIClient().get(path_of(url))
     assert not under_wsgi.is_async
     assert b"".join(under_wsgi.streaming_content) == data
-    # The same headers, but for where the workspace stands after one more request.
+    # The same headers, but for where the workspace stands after one more
+    # request, and each request's own id.
     assert answer.headers.pop("ratelimit") != under_wsgi.headers.pop("RateLimit")
+    assert answer.headers.pop("x-request-id") != under_wsgi.headers.pop("X-Request-Id")
     assert answer.headers == {name.lower(): value for name, value in under_wsgi.items()}
     assert answer.headers["content-length"] == str(len(data))
     assert answer.headers["content-type"] == "text/plain"

@@ -120,4 +120,5 @@ def test_a_bad_host_through_the_server(server):
     log = server.log()
     assert "Traceback" not in log and "ERROR" not in log
     [line] = [line for line in log.splitlines() if body["id"] in line]
-    assert " WARNING platform_site.errors " in line
+    assert "[warning  ]" in line and "[platform_site.errors]" in line
+    assert f"error_id={body['id']}" in line
