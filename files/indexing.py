@@ -159,6 +159,7 @@ def files_requeue_stalled(*, limit: int = 500) -> list[tuple[str, int]]:
                     " large or complex; split it into smaller files"
                 )
                 indexing_clear(file)
+                transaction.on_commit(metrics.indexing_given_up)
             else:
                 file.indexing_lease = 0
                 file.indexing_due_at = now + indexing_grace()

@@ -1,6 +1,8 @@
+import logging
 import os
 from typing import Any
 
+import celery.apps.worker
 from celery import Celery, Task
 from celery.signals import (
     before_task_publish,
@@ -68,3 +70,18 @@ def _unbind_task_context(task_id: str, **kwargs: object) -> None:
     bound = _bound.pop(task_id, None)
     if bound is not None:
         reset_contextvars(**bound)
+
+
+_worker_notices = logging.getLogger("celery.apps.worker")
+
+
+def _say(msg: str, f: object = None) -> None:
+    # What Celery's signal handlers announce (a warm shutdown, a restart) it
+    # writes raw to the terminal: as a log record it takes the log's format,
+    # one JSON object per line with LOG_FORMAT=json. (Signal handlers run
+    # between bytecodes of the main thread, and logging's locks are
+    # re-entrant.)
+    _worker_notices.info(msg.strip())
+
+
+setattr(celery.apps.worker, "safe_say", _say)  # noqa: B010 - no typed way to replace it

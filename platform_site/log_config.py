@@ -25,6 +25,18 @@ def _drop_extras(logger: WrappedLogger, method: str, event: EventDict) -> EventD
     return event
 
 
+# Line breaks and terminal escapes a client sent (a path with %0A) would
+# let it forge lines of the text log, or drive the terminal showing it.
+_UNPRINTABLE = str.maketrans({"\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"})
+
+
+def _one_line(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
+    for key, value in event.items():
+        if isinstance(value, str) and key != "exception":
+            event[key] = value.translate(_UNPRINTABLE)
+    return event
+
+
 def _json(event: EventDict, **kwargs: Any) -> str:
     # default=str: an extra that JSON cannot hold is written as its text.
     return orjson.dumps(event, default=str).decode()
@@ -49,11 +61,12 @@ def formatter(*, json: bool) -> logging.Formatter:
         ]
     else:
         renderer = [
+            _one_line,
             # Plain tracebacks: a rich one would print the frames' locals,
             # secrets included.
             structlog.dev.ConsoleRenderer(
                 colors=False, exception_formatter=structlog.dev.plain_traceback
-            )
+            ),
         ]
     return structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=pre_chain,

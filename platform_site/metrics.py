@@ -150,6 +150,12 @@ def indexing_observe(*, outcome: str, seconds: float) -> None:
         INDEXING_DURATION.observe(seconds)
 
 
+def indexing_given_up() -> None:
+    """A file failed without a run ending: its runs were lost (worker killed)."""
+    if settings.METRICS_ENABLED:
+        _files_indexed("indexing_failed").inc()
+
+
 def live_listener_change(*, workspace_id: str, change: int) -> None:
     if settings.METRICS_ENABLED:
         _live_listeners(workspace_id).inc(change)

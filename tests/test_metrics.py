@@ -468,22 +468,16 @@ def test_indexing_runs_are_counted_by_outcome_and_timed(runtime_client, file_sto
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="Bug: a file that housekeeping gives up on (files/indexing.py files_requeue_stalled, "
-    "the branch for indexing_attempts >= FILE_INDEXING_MAX_ATTEMPTS) ends indexing_failed "
-    "without passing through file_index, so platform_files_indexed_total"
-    "{outcome=indexing_failed} never counts it: the runs killed by a dying worker (out of "
-    "memory, out of time) are missing from the failure count.",
-)
 def test_a_file_given_up_by_housekeeping_counts_as_failed(
-    runtime_client, file_storage, since, settings
+    runtime_client, file_storage, since, settings, django_capture_on_commit_callbacks
 ):
     settings.FILE_INDEXING_MAX_ATTEMPTS = 2
     file = announced_and_uploaded(runtime_client(), "lost.txt", b"words", "text/plain")
     File.objects.filter(id=file.id).update(indexing_due_at=ago(1), indexing_attempts=2)
     grown = since()
-    assert files_requeue_stalled() == []
+    # Counted once the failure is committed.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert files_requeue_stalled() == []
     assert File.objects.get(id=file.id).status == FileStatus.INDEXING_FAILED
     assert grown("platform_files_indexed_total", outcome="indexing_failed") == 1
 

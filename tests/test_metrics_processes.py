@@ -340,14 +340,6 @@ def test_the_listeners_of_a_killed_web_process_are_forgotten(web, bot: Bot):
         assert metrics.live_listeners_by_workspace().get(workspace, 0) == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Bug: with LOG_FORMAT=json a worker started as platform_site/Procfile starts it "
-    "(celery --quiet ... worker) still prints a blank line and 'worker: Warm shutdown "
-    "(MainProcess)' as plain text on stdout at every SIGTERM (celery/apps/worker.py "
-    "_shutdown_handler: safe_say to sys.__stdout__, not a log record): a JSON log pipeline "
-    "gets lines it cannot parse.",
-)
 def test_a_worker_s_output_is_json_lines_through_its_warm_shutdown(
     json_logs: None, workers: Workers
 ):

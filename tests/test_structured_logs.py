@@ -222,14 +222,6 @@ def test_text_lines_are_one_per_record_with_the_request_id(bot):
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="Bug: the text formatter writes a record's message as it is, and the access line "
-    "(platform_site/request_observation.py, the logger.info in _observe) and the 404 line "
-    "(platform_site/api/exception_handler.py page_not_found) put the decoded request.path in "
-    "the message: a path with %0A splits one record over several lines, so a client can forge "
-    "log lines in the default (text) format; X-Request-Id is refused for exactly this reason.",
-)
 def test_a_line_break_in_the_path_does_not_forge_a_text_line():
     forged = "/x%0A2026-01-01T00:00:00.000000Z [info     ] GET /admin/ 200 [platform_site.access]"
     with capturing(json=False) as captured:
