@@ -20,7 +20,12 @@ each on a fresh server: a --warmup, then --duration seconds.
 Per configuration: requests/s (mean of its rounds) and the web processes'
 CPU per request; B/A is the cost of metrics (target: B keeps at least 97%
 of A's throughput). Then GET /metrics is timed (100 scrapes) on a B server
-after load, with its answer checked for the counts of the run.
+after load, with its answer checked for the counts of the run. Last, since
+the cost sought is below the noise of a throughput run on 2 cores, what a
+request's metrics and access line cost in isolation: the recording calls
+of a create event, and the line's formatting (text and JSON), timed in a
+process of the project (manage.py shell), against the CPU per request
+measured above.
 
 Checks (exit 1 when one fails): every answer 201, no socket error, stored
 events = 201s (+ at most one in flight per connection), every answer with an
@@ -54,6 +59,36 @@ DB = "bench_observability"
 REDIS_URL = os.environ.get("BENCH_OBSERVABILITY_REDIS_URL", "redis://127.0.0.1:6379/14")
 TARGET_RATIO = 0.97
 SCRAPES = 100
+# What a create event records, and its access line formatted, timed alone.
+ISOLATED = """
+import logging, time
+from platform_site import metrics
+from platform_site.log_config import formatter
+from structlog.contextvars import bind_contextvars
+
+n = 50000
+started = time.perf_counter()
+for _ in range(n):
+    metrics.http_request_observe(
+        route="/v1/chat/events", method="POST", status=201, seconds=0.0012
+    )
+    metrics.event_created()
+print("metrics", (time.perf_counter() - started) / n * 1e6)
+bind_contextvars(request_id="0123456789abcdef0123456789abcdef")
+record = logging.LogRecord(
+    "platform_site.access", logging.INFO, __file__, 1, "%s %s %s",
+    ("POST", "/v1/chat/events", 201), None,
+)
+extras = {"method": "POST", "path": "/v1/chat/events", "status": 201,
+          "duration_ms": 1.2, "client": "127.0.0.1"}
+record.__dict__.update(extras)
+for name, json in (("text", False), ("json", True)):
+    line = formatter(json=json)
+    started = time.perf_counter()
+    for _ in range(n // 5):
+        line.format(record)
+    print(name, (time.perf_counter() - started) / (n // 5) * 1e6)
+"""
 
 
 @dataclass(frozen=True)
@@ -168,7 +203,22 @@ def scrape_phase(proj: benchlib.Project, expected_created: int, failures: list[s
         )
 
 
-def report(measured: dict[str, list[web_tier.Measured]]) -> None:
+def isolated_phase(proj: benchlib.Project) -> dict[str, float]:
+    """Microseconds per request of the metrics and of the access line's formatting."""
+    benchlib.wait_for_quiet(60)
+    out = proj.manage("shell", "-c", ISOLATED)
+    costs = {
+        name: float(value)
+        for name, value in (line.split() for line in out.strip().splitlines()[-3:])
+    }
+    print(
+        f"in isolation, per request: metrics {costs['metrics']:.1f} µs; access line "
+        f"formatted as text {costs['text']:.1f} µs, as JSON {costs['json']:.1f} µs"
+    )
+    return costs
+
+
+def report(measured: dict[str, list[web_tier.Measured]], costs: dict[str, float]) -> None:
     def mean(values: list[float]) -> float:
         return sum(values) / len(values)
 
@@ -184,10 +234,19 @@ def report(measured: dict[str, list[web_tier.Measured]]) -> None:
                 f"throughput / A {rate[config.name] / rate['A']:.3f}"
             )
     ratio = rate["B"] / rate["A"]
+    paired = sorted(b.rate / a.rate for a, b in zip(measured["A"], measured["B"], strict=True))
     print(
-        f"  metrics cost: B/A throughput {ratio:.3f} (target >= {TARGET_RATIO}: "
+        f"  metrics cost: B/A throughput {ratio:.3f} (round by round: "
+        f"{', '.join(f'{r:.3f}' for r in paired)}; target >= {TARGET_RATIO}: "
         f"{'met' if ratio >= TARGET_RATIO else 'missed'}), CPU per request B/A "
         f"{cpu['B'] / cpu['A']:.3f}"
+    )
+    share = costs["metrics"] / (cpu["A"] * 1000)
+    print(
+        f"  in isolation: metrics {costs['metrics']:.1f} µs of A's {cpu['A'] * 1000:.0f} µs "
+        f"of web CPU per request = {share:.2%} (target <= {1 - TARGET_RATIO:.0%}: "
+        f"{'met' if share <= 1 - TARGET_RATIO else 'missed'}); the access line's "
+        f"formatting {costs['text']:.1f} µs as text, {costs['json']:.1f} µs as JSON"
     )
 
 
@@ -231,7 +290,8 @@ def main() -> int:
                 if config.metrics:
                     metered += chat_messages.stored(proj)["events"] - stored_before
         scrape_phase(proj, metered, failures)
-    report(measured)
+        costs = isolated_phase(proj)
+    report(measured, costs)
     print("\n".join(f"FAILED: {failure}" for failure in failures) or "  checks: all passed")
     return int(bool(failures))
 
