@@ -208,7 +208,7 @@ def event_cancel(*, bot: Bot, event_id: str) -> None:
         status=EventStatus.CANCELED, next_attempt_at=None, updated_at=timezone.now()
     )
     if canceled:
-        metrics.events_count("canceled")
+        transaction.on_commit(metrics.event_canceled)
     else:
         event = event_get(bot=bot, event_id=event_id)
         raise InvalidPayload(

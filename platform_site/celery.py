@@ -10,6 +10,7 @@ from celery.signals import (
     task_prerun,
     worker_process_init,
     worker_process_shutdown,
+    worker_ready,
     worker_shutdown,
 )
 from structlog.contextvars import bind_contextvars, get_contextvars, reset_contextvars
@@ -85,3 +86,16 @@ def _say(msg: str, f: object = None) -> None:
 
 
 setattr(celery.apps.worker, "safe_say", _say)  # noqa: B010 - no typed way to replace it
+
+
+@worker_ready.connect
+def _serve_host_metrics(**kwargs: object) -> None:
+    """On a host with no web process to serve them, the main process of a
+    worker serves the host's metrics (WORKER_METRICS_PORT). Once the pool's
+    children are forked, so that they do not hold its socket."""
+    from django.conf import settings
+
+    from platform_site.metrics_files import host_metrics_serve
+
+    if settings.METRICS_ENABLED and settings.WORKER_METRICS_PORT:
+        host_metrics_serve(port=settings.WORKER_METRICS_PORT, host=settings.WORKER_METRICS_HOST)

@@ -25,9 +25,17 @@ def _drop_extras(logger: WrappedLogger, method: str, event: EventDict) -> EventD
     return event
 
 
-# Line breaks and terminal escapes a client sent (a path with %0A) would
-# let it forge lines of the text log, or drive the terminal showing it.
-_UNPRINTABLE = str.maketrans({"\n": "\\n", "\r": "\\r", "\x1b": "\\x1b"})
+# Line breaks and terminal controls a client sent (a path with %0A) would
+# let it forge lines of the text log, or drive the terminal showing it: C0
+# and C1 controls (tab aside), DEL and the Unicode line separators are
+# written escaped.
+_UNPRINTABLE = str.maketrans(
+    {
+        code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)
+        if code != 0x09
+    }
+)
 
 
 def _one_line(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:

@@ -4,8 +4,9 @@ and summed over them when /metrics is scraped (platform_site/metrics_endpoint.py
 prometheus-client's multiprocess mode: each process writes its values to
 memory-mapped files of its own in METRICS_DIR (PROMETHEUS_MULTIPROC_DIR,
 which settings set for every process they start), and a scrape reads them
-all. Counters and histograms of processes that ended stay counted; a gauge
-counts only live processes (livesum).
+all (platform_site/metrics_files.py). Counters and histograms of processes
+that ended stay counted; a gauge counts only live processes (livesum). With
+METRICS_ENABLED off, nothing is recorded and no file is written.
 
 Recording goes through the small functions below, which do nothing when
 METRICS_ENABLED is off; a label set's child is looked up once per process,
@@ -20,6 +21,8 @@ from django.conf import settings
 from prometheus_client import Counter, Gauge, Histogram, values
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.multiprocess import mark_process_dead
+
+from platform_site.metrics_files import HostMetrics
 
 # The value class is chosen when prometheus_client is imported: multiprocess
 # only if the variable was set by then. Settings set it; this makes sure of
@@ -41,7 +44,7 @@ HTTP_REQUESTS = Counter(
 )
 HTTP_DURATION = Histogram(
     "http_request_duration_seconds",
-    "Time from the request reaching Django to its answer (to the first byte of a stream).",
+    "Time from the request reaching Django to its answer's headers (a stream goes on after).",
     ["route", "method"],
     namespace=NAMESPACE,
     buckets=LATENCY_BUCKETS,
@@ -131,10 +134,16 @@ def event_created() -> None:
     events_count("created")
 
 
-def delivery_observe(*, seconds: float, lateness: float | None) -> None:
-    """A delivery attempt; `lateness` for an event's first."""
+def event_canceled() -> None:
+    events_count("canceled")
+
+
+def delivery_observe(*, seconds: float | None, lateness: float | None) -> None:
+    """A delivery attempt: how long the webhook took (None when the attempt
+    failed on the platform's side), and `lateness` for an event's first."""
     if settings.METRICS_ENABLED:
-        DELIVERY_DURATION.observe(seconds)
+        if seconds is not None:
+            DELIVERY_DURATION.observe(seconds)
         if lateness is not None:
             DELIVERY_LATENESS.observe(max(0.0, lateness))
 
@@ -169,12 +178,10 @@ def rate_limit_rejected(limit: str) -> None:
 def live_listeners_by_workspace() -> dict[str, int]:
     """Open live-stream listeners per workspace id, over every web process
     (read from the metric files: no database, no network)."""
-    from platform_site.metrics_endpoint import multiprocess_registry
-
     if not settings.METRICS_ENABLED:
         return {}
     counts: dict[str, int] = {}
-    for family in multiprocess_registry().collect():
+    for family in HostMetrics().collect():
         if family.name != f"{NAMESPACE}_live_stream_listeners":
             continue
         for sample in family.samples:
@@ -187,7 +194,8 @@ def live_listeners_by_workspace() -> dict[str, int]:
 def _forget_this_process_gauges() -> None:
     # A process whose id was another's, killed before it could say so,
     # would start from that one's live gauges (its open listeners).
-    mark_process_dead(os.getpid())
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        mark_process_dead(os.getpid())
 
 
 _forget_this_process_gauges()

@@ -9,45 +9,17 @@ FORWARDED_ALLOW_IPS."""
 
 import hmac
 import ipaddress
-import os
-import re
 from functools import cache
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.utils.module_loading import import_string
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+from django.views.decorators.csrf import csrf_exempt
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from platform_site.api import errors
 from platform_site.api.exception_handler import error_response
-
-# A live gauge's file per process: gauge_livesum_<pid>.db.
-_LIVE_GAUGE_FILE = re.compile(r"^gauge_live\w+_(\d+)\.db$")
-
-
-def multiprocess_registry() -> CollectorRegistry:
-    registry = CollectorRegistry()
-    _forget_dead_processes()
-    MultiProcessCollector(registry)
-    return registry
-
-
-def _forget_dead_processes() -> None:
-    """A process killed before it could say it ended leaves its live gauges
-    (open listeners) counted: their files go once it is gone. Processes on
-    another host cannot be told apart, hence one folder per host."""
-    for name in os.listdir(os.environ["PROMETHEUS_MULTIPROC_DIR"]):
-        found = _LIVE_GAUGE_FILE.match(name)
-        if found is None:
-            continue
-        pid = int(found.group(1))
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            mark_process_dead(pid)
-        except PermissionError:
-            pass  # alive, another user's
+from platform_site.metrics_files import host_registry
 
 
 @cache
@@ -68,19 +40,16 @@ def _address_allowed(address: str) -> bool:
 
 
 def _token_presented(request: HttpRequest) -> bool | None:
-    """True for the right bearer token, False for a wrong one, None for none."""
-    header = request.META.get("HTTP_AUTHORIZATION")
-    if header is None:
-        return None
-    scheme, _, token = header.partition(" ")
+    """True for the right bearer token, False for a wrong one, None for none
+    (nor any when no token is set: then the page does not exist for them)."""
+    scheme, _, token = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     expected = settings.METRICS_BEARER_TOKEN
-    return (
-        bool(expected)
-        and scheme.lower() == "bearer"
-        and hmac.compare_digest(token.strip().encode(), expected.encode())
-    )
+    if not expected or scheme.lower() != "bearer":
+        return None
+    return hmac.compare_digest(token.strip().encode(), expected.encode())
 
 
+@csrf_exempt  # no cookie is read: a POST is refused like any other method
 def metrics_view(request: HttpRequest) -> HttpResponse:
     if not settings.METRICS_ENABLED:
         return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
@@ -100,7 +69,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
                 headers={"Allow": "GET, HEAD"},
             )
         )
-    registry = multiprocess_registry()
+    registry = host_registry()
     for path in settings.METRICS_COLLECTORS:
         registry.register(import_string(path)())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

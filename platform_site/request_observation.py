@@ -4,18 +4,18 @@ back), its metrics (route template, method, status, duration) and its
 access log line.
 
 The outermost middleware, so that it sees every answer, including those of
-the other middleware (413, CORS preflights). A stream (the live stream) is
-timed to its first byte."""
+the other middleware (413, CORS preflights). A request is timed to its
+answer's headers: a stream's body (the live stream, a download) goes on
+after them."""
 
 import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from structlog.contextvars import bind_contextvars, reset_contextvars
@@ -47,41 +47,39 @@ def route_of(request: HttpRequest) -> str:
     return f"/{match.route}" if match is not None else UNMATCHED
 
 
-class RequestObservationMiddleware:
-    sync_capable = True
-    async_capable = True
+def logged_path(request: HttpRequest) -> str:
+    """The path as the access line gives it: a signed upload or download URL
+    is a credential, so its signature stays out of the log."""
+    path = request.path
+    for prefix in (settings.FILE_UPLOAD_PATH, settings.FILE_DOWNLOAD_PATH):
+        if path.startswith(prefix):
+            return prefix + "…"
+    return path
 
-    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+
+class RequestObservationMiddleware:
+    """Synchronous, as the middleware after it is: an asynchronous request
+    (the live stream, downloads) runs it on a thread with a copy of the
+    request's context, which asgiref copies back, so the request id stays
+    bound while the answer streams."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
         self.access_log = settings.WEB_ACCESS_LOG
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> Any:
-        if self.is_async:
-            return self._observe_async(request)
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         started = time.perf_counter()
         request_id = request_id_of(request)
-        # Reset after: the threads that run views serve request after request.
         bound = bind_contextvars(request_id=request_id)
         try:
-            response: HttpResponseBase = self.get_response(request)
+            response = self.get_response(request)
             self._observe(request, response, request_id, started)
             return response
         finally:
-            reset_contextvars(**bound)
-
-    async def _observe_async(self, request: HttpRequest) -> HttpResponseBase:
-        started = time.perf_counter()
-        request_id = request_id_of(request)
-        # Left bound: the request's task, whose context this is, goes on to
-        # stream the answer, and its lines are the request's too.
-        bind_contextvars(request_id=request_id)
-        get_response: Callable[[HttpRequest], Awaitable[HttpResponseBase]] = self.get_response
-        response = await get_response(request)
-        self._observe(request, response, request_id, started)
-        return response
+            # The threads that run views under WSGI serve request after
+            # request in one context: it is theirs to clean.
+            if not isinstance(request, ASGIRequest):
+                reset_contextvars(**bound)
 
     def _observe(
         self, request: HttpRequest, response: HttpResponseBase, request_id: str, started: float
@@ -96,14 +94,15 @@ class RequestObservationMiddleware:
             seconds=seconds,
         )
         if self.access_log:
+            path = logged_path(request)
             logger.info(
                 "%s %s %s",
                 method,
-                request.path,
+                path,
                 response.status_code,
                 extra={
                     "method": method,
-                    "path": request.path,
+                    "path": path,
                     "status": response.status_code,
                     "duration_ms": round(seconds * 1000, 1),
                     "client": request.META.get("REMOTE_ADDR", ""),

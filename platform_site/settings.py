@@ -6,6 +6,7 @@ both under DATA_DIR. DATABASE_URL and CELERY_BROKER_URL switch to PostgreSQL
 and Redis with no code change.
 """
 
+import ipaddress
 import os
 import secrets
 import tempfile
@@ -305,9 +306,16 @@ SPECTACULAR_SETTINGS = {
 # Browsers call the chat interface from any origin; nothing else is cross-origin.
 CORS_URLS_REGEX = r"^/chat/.*$"
 CORS_ALLOW_ALL_ORIGINS = True
-CORS_ALLOW_HEADERS = ["x-user-key", "content-type", "idempotency-key"]
-# A browser client may read where it stands against its rate limits.
-CORS_EXPOSE_HEADERS = ["RateLimit", "RateLimit-Policy", "Retry-After", "Idempotent-Replayed"]
+CORS_ALLOW_HEADERS = ["x-user-key", "content-type", "idempotency-key", "x-request-id"]
+# A browser client may read where it stands against its rate limits, and the
+# id its request is logged under.
+CORS_EXPOSE_HEADERS = [
+    "RateLimit",
+    "RateLimit-Policy",
+    "Retry-After",
+    "Idempotent-Replayed",
+    "X-Request-Id",
+]
 CORS_ALLOW_METHODS = ["GET", "POST", "PUT", "DELETE", "OPTIONS"]
 CORS_PREFLIGHT_MAX_AGE = 86400
 
@@ -478,14 +486,29 @@ CREDENTIALS_CACHE_SECONDS = env.float("CREDENTIALS_CACHE_SECONDS", default=60.0)
 # processes started from this one find it.
 METRICS_ENABLED = env.bool("METRICS_ENABLED", default=True)
 METRICS_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default=str(DATA_DIR / "metrics")))
-METRICS_DIR.mkdir(parents=True, exist_ok=True)
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
+if METRICS_ENABLED:
+    METRICS_DIR.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(METRICS_DIR)
 # Who may read /metrics: these networks (the client address as uvicorn has
 # it, see FORWARDED_ALLOW_IPS), and anyone with this bearer token.
 METRICS_ALLOW_NETWORKS = env.list("METRICS_ALLOW_NETWORKS", default=["127.0.0.0/8", "::1/128"])
+for _network in METRICS_ALLOW_NETWORKS:
+    try:
+        ipaddress.ip_network(_network, strict=False)
+    except ValueError:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"METRICS_ALLOW_NETWORKS: {_network!r} is not a network (10.0.0.0/8, ::1/128)"
+        ) from None
 METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 # Read at each scrape, besides the processes' own metrics.
 METRICS_COLLECTORS = ["events.metrics.DeliveryBacklogCollector"]
+# A host that runs workers and no web process: a worker's main process
+# serves the host's metrics there (no access control: keep it on loopback
+# or a private network).
+WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=0)
+WORKER_METRICS_HOST = env.str("WORKER_METRICS_HOST", default="127.0.0.1")
 
 # Log lines (platform_site/log_config.py): readable text by default, one JSON
 # object per line with LOG_FORMAT=json. Either way each line carries what it

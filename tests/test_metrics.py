@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
@@ -27,7 +28,7 @@ from files.indexing import IndexingOutcome, file_index, files_requeue_stalled
 from files.models import File, FileStatus
 from platform_site import metrics, metrics_endpoint
 from platform_site.api import rate_limit
-from platform_site.metrics_endpoint import multiprocess_registry
+from platform_site.metrics_files import host_registry
 from tests.conftest import assert_error, runtime_api, upload
 from tests.documents import garbage_pdf
 from tests.factories import (
@@ -58,7 +59,7 @@ def samples() -> dict[Key, float]:
     """Every sample of the metric files, summed over every process."""
     return {
         (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in multiprocess_registry().collect()
+        for family in host_registry().collect()
         for sample in family.samples
     }
 
@@ -177,9 +178,11 @@ def test_a_cancel_is_counted_once(runtime_client, since, django_capture_on_commi
     event_id = created.json()["event"]["id"]
     grown = since()
 
-    assert client.delete(f"{EVENTS_URL}/scheduled/{event_id}").status_code == 200
-    # No longer scheduled: refused, and not counted again.
-    assert_error(client.delete(f"{EVENTS_URL}/scheduled/{event_id}"), 400, "InvalidPayload")
+    # Counted once committed.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client.delete(f"{EVENTS_URL}/scheduled/{event_id}").status_code == 200
+        # No longer scheduled: refused, and not counted again.
+        assert_error(client.delete(f"{EVENTS_URL}/scheduled/{event_id}"), 400, "InvalidPayload")
 
     assert grown("platform_events_total", outcome="canceled") == 1
     assert grown("platform_events_total", outcome="created") == 0
@@ -254,7 +257,7 @@ def test_loopback_reads_the_metrics_as_prometheus_text(networks_cleared):
         "platform_http_requests_total",
         "platform_http_request_duration_seconds_bucket",
         "platform_events_due_unclaimed",
-        "platform_events_claim_lag_seconds",
+        "platform_events_due_unclaimed_oldest_seconds",
     ):
         assert f"\n{name}" in text, name
     assert client.head("/metrics").status_code == 200
@@ -281,15 +284,13 @@ def test_the_bearer_token_opens_it_from_anywhere_and_a_wrong_one_is_401(networks
     client = APIClient(REMOTE_ADDR=ELSEWHERE)
     for right in ("Bearer s3cret-scraper-token", "bearer s3cret-scraper-token"):
         assert client.get("/metrics", HTTP_AUTHORIZATION=right).status_code == 200, right
-    for wrong in (
-        "Bearer s3cret-scraper-tokeN",
-        "Bearer ",
-        "Basic czNjcmV0",
-        "s3cret-scraper-token",
-    ):
+    for wrong in ("Bearer s3cret-scraper-tokeN", "Bearer "):
         refused = client.get("/metrics", HTTP_AUTHORIZATION=wrong)
         assert_error(refused, 401, "Unauthorized")
         assert refused["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    # Other schemes are not the metrics token: for them the page does not exist.
+    for other in ("Basic czNjcmV0", "s3cret-scraper-token"):
+        assert_error(client.get("/metrics", HTTP_AUTHORIZATION=other), 404, "ResourceNotFound")
 
 
 @pytest.mark.django_db
@@ -297,7 +298,14 @@ def test_without_a_configured_token_no_token_opens_it(networks_cleared, settings
     settings.METRICS_BEARER_TOKEN = ""
     client = APIClient(REMOTE_ADDR=ELSEWHERE)
     for header in ("Bearer ", "Bearer", "Bearer anything"):
-        assert_error(client.get("/metrics", HTTP_AUTHORIZATION=header), 401, "Unauthorized")
+        assert_error(client.get("/metrics", HTTP_AUTHORIZATION=header), 404, "ResourceNotFound")
+
+
+@pytest.mark.django_db
+def test_a_post_from_elsewhere_is_the_same_404_as_a_get(networks_cleared):
+    # No CSRF page either: nothing tells that the route exists.
+    refused = Client(REMOTE_ADDR=ELSEWHERE, enforce_csrf_checks=True).post("/metrics")
+    assert_error(refused, 404, "ResourceNotFound")
 
 
 @pytest.mark.django_db
@@ -347,7 +355,7 @@ def hooked_bot(bot: Bot) -> Bot:
 @pytest.mark.django_db
 def test_the_backlog_counts_what_is_due_and_unclaimed(hooked_bot):
     assert scrape()["platform_events_due_unclaimed"] == 0
-    assert scrape()["platform_events_claim_lag_seconds"] == 0
+    assert scrape()["platform_events_due_unclaimed_oldest_seconds"] == 0
 
     for seconds in (30, 120, 5):
         EventFactory(bot=hooked_bot, status=EventStatus.SCHEDULED, due_at=ago(seconds))
@@ -360,7 +368,7 @@ def test_the_backlog_counts_what_is_due_and_unclaimed(hooked_bot):
 
     values = scrape()
     assert values["platform_events_due_unclaimed"] == 4
-    assert values["platform_events_claim_lag_seconds"] >= 120
+    assert values["platform_events_due_unclaimed_oldest_seconds"] >= 120
 
 
 @pytest.mark.django_db
@@ -375,7 +383,7 @@ def test_what_a_worker_claimed_leaves_the_backlog(hooked_bot, settings):
     assert len(claimed.deliveries) == 3
     values = scrape()
     assert values["platform_events_due_unclaimed"] == 0
-    assert values["platform_events_claim_lag_seconds"] == 0
+    assert values["platform_events_due_unclaimed_oldest_seconds"] == 0
 
 
 @pytest.mark.django_db
@@ -587,3 +595,87 @@ def test_open_live_streams_are_counted_by_workspace(settings, bot):
             assert metrics.live_listeners_by_workspace().get(workspace, 0) == 1 - left
     finally:
         server.close()
+
+
+# --- the metrics folder ---------------------------------------------------------------------
+
+ENDED_PROCESS = """
+from platform_site import metrics
+metrics.http_request_observe(route="/ended", method="GET", status=200, seconds=0.01)
+metrics.live_listener_change(workspace_id="wkspace_ended", change=1)
+import os
+print(os.getpid())
+"""
+
+
+def test_the_files_of_a_process_that_ended_are_folded_and_keep_counting():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+    before = host_registry().get_sample_value(
+        "platform_http_requests_total", {"route": "/ended", "method": "GET", "status": "200"}
+    )
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", ENDED_PROCESS],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        pid = done.stdout.strip().splitlines()[-1]
+        assert (folder / f"counter_{pid}.db").exists()
+    registry = host_registry()
+    counted = registry.get_sample_value(
+        "platform_http_requests_total", {"route": "/ended", "method": "GET", "status": "200"}
+    )
+    assert counted == (before or 0) + 2
+    # Folded into the archives and gone; the ended listeners not counted.
+    assert not (folder / f"counter_{pid}.db").exists()
+    assert not (folder / f"histogram_{pid}.db").exists()
+    assert (folder / "counter_archive.db").exists()
+    assert metrics.live_listeners_by_workspace().get("wkspace_ended", 0) == 0
+    # Read again: the same, nothing counted twice.
+    assert (
+        host_registry().get_sample_value(
+            "platform_http_requests_total", {"route": "/ended", "method": "GET", "status": "200"}
+        )
+        == counted
+    )
+
+
+@pytest.mark.django_db
+def test_a_worker_host_serves_its_metrics_over_http():
+    import urllib.request
+
+    from platform_site.metrics_files import host_metrics_serve
+    from tests.servers import free_port
+
+    port = free_port()
+    server = host_metrics_serve(port=port, host="127.0.0.1")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "platform_events_total" in text
+
+
+@pytest.mark.django_db
+def test_a_scrape_without_its_database_still_answers_the_processes_metrics(monkeypatch):
+    from django.db import OperationalError
+
+    from events.metrics import Event as BacklogEvent
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("the database is not reachable")
+
+    monkeypatch.setattr(BacklogEvent.objects, "filter", unreachable)
+    response = APIClient().get("/metrics")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "platform_http_requests_total" in text
+    assert "platform_events_due_unclaimed" not in text

@@ -5,6 +5,7 @@ inside the JSON object and without frame locals in text; delivery failures
 with their event, bot and attempt; and the request id carried into the
 tasks a request enqueues and onto the lines those tasks log."""
 
+import asyncio
 import json
 import logging
 import re
@@ -429,3 +430,60 @@ def test_the_json_formatter_writes_what_json_cannot_hold_as_text():
     assert line["when"] == "2026-01-02T12:00:00+00:00"
     assert line["ids"] == ["a", "b"]
     assert isinstance(line["callback"], str)
+
+
+# --- mends ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_asgi_request_leaves_its_id_bound_for_what_streams_after():
+    # Django's ASGI handler runs the (synchronous) middleware on a thread with
+    # a copy of the request's context and copies it back: the id stays bound
+    # in the task that then streams the body, whose lines carry it.
+    from django.test import AsyncClient
+
+    async def request() -> tuple[Any, dict[str, Any]]:
+        response = await AsyncClient().get("/healthz", headers={"X-Request-Id": "stream-req-1"})
+        return response, get_contextvars()
+
+    response, context = asyncio.run(request())
+    assert response.status_code == 200
+    assert response["X-Request-Id"] == "stream-req-1"
+    assert context.get("request_id") == "stream-req-1"
+    # The test's own context, which ran no request, holds none.
+    assert "request_id" not in get_contextvars()
+
+
+@pytest.mark.django_db
+def test_a_wsgi_request_leaves_nothing_bound_on_its_thread():
+    APIClient().get("/healthz", HTTP_X_REQUEST_ID="thread-req-1")
+    assert "request_id" not in get_contextvars()
+
+
+@pytest.mark.django_db
+def test_a_signed_url_s_signature_stays_out_of_the_access_line(captured):
+    APIClient().get("/v1/downloads/c2lnbmVk:secret-signature")
+    [access] = [line for line in captured.lines() if line["logger"] == "platform_site.access"]
+    assert access["path"] == "/v1/downloads/…"
+    assert "secret-signature" not in json.dumps(captured.lines())
+
+
+@pytest.mark.django_db
+def test_controls_and_unicode_line_breaks_are_escaped_in_text():
+    with capturing(json=False) as captured:
+        APIClient().get("/x%0B%0C%C2%85%E2%80%A8%1B[31mred")
+    text = captured.text()
+    assert len(text.splitlines()) == len(captured.records), text
+    assert "\x1b" not in text and "\\x1b" in text and "\\u2028" in text
+
+
+def test_a_browser_may_send_and_read_the_request_id(client):
+    preflight = client.options(
+        "/chat/any-webhook/users",
+        HTTP_ORIGIN="https://app.example",
+        HTTP_ACCESS_CONTROL_REQUEST_METHOD="POST",
+        HTTP_ACCESS_CONTROL_REQUEST_HEADERS="x-request-id",
+    )
+    assert "x-request-id" in preflight["Access-Control-Allow-Headers"]
+    answer = client.get("/chat/any-webhook/hello/", HTTP_ORIGIN="https://app.example")
+    assert "X-Request-Id" in answer["Access-Control-Expose-Headers"]

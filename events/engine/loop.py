@@ -267,6 +267,7 @@ class DeliveryEngine:
             self.period.peak_in_flight = self.lanes.active
 
     async def _send(self, delivery: Delivery) -> None:
+        timed = True  # the webhook's time, not a fault of ours, is in the result
         try:
             result = await self.client.post(delivery.request)
         except asyncio.CancelledError:
@@ -285,6 +286,7 @@ class DeliveryEngine:
                     "attempt": delivery.attempt_count + 1,
                 },
             )
+            timed = False
             result = WebhookResult(
                 started_at=datetime.now(UTC),
                 duration_ms=0,
@@ -301,7 +303,7 @@ class DeliveryEngine:
         lag = max(0.0, result.started_at.timestamp() - delivery.due)
         self.period.send_lag.add(lag)
         metrics.delivery_observe(
-            seconds=result.duration_ms / 1000,
+            seconds=result.duration_ms / 1000 if timed else None,
             lateness=lag if delivery.attempt_count == 0 else None,
         )
         self._finished.append((delivery, result))

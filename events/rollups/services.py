@@ -17,11 +17,17 @@ from events.rollups.models import FAILURE_REASON_MAX_LENGTH, BotFailureMinute, E
 from platform_site.api.ids import id_floor
 
 MINUTE = timedelta(minutes=1)
-# Minutes before the latest rollup that each run recomputes: an event or an
-# attempt is committed a little after the time it is counted at (an attempt
-# at its start, recorded once its request ends), so a minute is not final
-# when it ends.
-RECOMPUTED_OVERLAP = timedelta(minutes=2)
+# Minutes before the latest rollup that each run recomputes, besides a
+# lease: an event or an attempt is committed a little after the time it is
+# counted at (an attempt at its start, recorded once its request ends, at
+# the latest when its lease does), so a minute is not final when it ends.
+RECOMPUTED_MARGIN = timedelta(minutes=2)
+
+
+def recomputed_overlap() -> timedelta:
+    return RECOMPUTED_MARGIN + timedelta(seconds=settings.EVENT_LEASE_SECONDS)
+
+
 # An event's id is made a moment before its created_at is set: the id range
 # read is this much wider than the minutes, and created_at decides.
 _ID_SLACK = timedelta(minutes=1)
@@ -54,7 +60,7 @@ def event_rollups_update(*, now: datetime) -> RollupRun:
     start = current - timedelta(hours=settings.DASHBOARD_ROLLUP_BACKFILL_HOURS)
     latest = EventMinute.objects.aggregate(latest=Max("minute"))["latest"]
     if latest is not None:
-        start = max(start, min(latest, current) - RECOMPUTED_OVERLAP)
+        start = max(start, min(latest, current) - recomputed_overlap())
     minutes = _event_minutes(start, end)
     failures = _bot_failure_minutes(start, end)
     window = Q(minute__gte=start, minute__lt=end)

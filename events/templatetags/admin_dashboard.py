@@ -23,7 +23,7 @@ register = template.Library()
 # Colours that tell apart on screen and in dark mode; the dashes, in print.
 CREATED = Series("created", (), "#417690")
 DELIVERED = Series("delivered", (), "#2e7d32", "7 4")
-FAILED = Series("failed", (), "#c62828", "2 3")
+FAILED = Series("failed attempts", (), "#c62828", "2 3")
 INDEXING_COLOUR = "#79aec8"
 
 
