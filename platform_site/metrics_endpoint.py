@@ -5,7 +5,9 @@ Answered to the networks of METRICS_ALLOW_NETWORKS (loopback by default) and
 to any client presenting METRICS_BEARER_TOKEN; to anyone else it does not
 exist (404), and a wrong token is a 401. The client's address is the one
 uvicorn gives: the connection's, or X-Forwarded-For from the proxies named in
-FORWARDED_ALLOW_IPS."""
+FORWARDED_ALLOW_IPS. A request forwarded by a proxy that is not named there
+has the proxy's address (on the same host: loopback), which is not taken:
+such a request needs the token."""
 
 import hmac
 import ipaddress
@@ -29,7 +31,12 @@ def _allowed_networks() -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, 
     )
 
 
-def _address_allowed(address: str) -> bool:
+def _address_allowed(request: HttpRequest) -> bool:
+    if not settings.FORWARDED_ALLOW_IPS and (
+        "HTTP_X_FORWARDED_FOR" in request.META or "HTTP_FORWARDED" in request.META
+    ):
+        return False
+    address = request.META.get("REMOTE_ADDR", "")
     try:
         parsed = ipaddress.ip_address(address)
     except ValueError:
@@ -54,7 +61,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if not settings.METRICS_ENABLED:
         return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
     token = _token_presented(request)
-    if not token and not _address_allowed(request.META.get("REMOTE_ADDR", "")):
+    if not token and not _address_allowed(request):
         if token is False:
             return error_response(
                 errors.Unauthorized(

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     # The access log is ours (platform_site/request_observation.py): its line
     # carries the request id, and is JSON when the other lines are.
     os.environ["WEB_ACCESS_LOG"] = "1" if args.access_log else "0"
+    # And /metrics knows whether a forwarded request's client was taken.
+    os.environ["FORWARDED_ALLOW_IPS"] = args.forwarded_allow_ips
     _configure_logging()
     options: dict[str, Any] = {
         "app": "platform_site.asgi:application",

@@ -502,6 +502,10 @@ for _network in METRICS_ALLOW_NETWORKS:
             f"METRICS_ALLOW_NETWORKS: {_network!r} is not a network (10.0.0.0/8, ::1/128)"
         ) from None
 METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
+# The proxies whose forwarded headers the server takes (serve.py sets it from
+# --forwarded-allow-ips): without any, a forwarded request's address is its
+# proxy's, which /metrics does not take for the client's.
+FORWARDED_ALLOW_IPS = env.str("FORWARDED_ALLOW_IPS", default="")
 # Read at each scrape, besides the processes' own metrics.
 METRICS_COLLECTORS = ["events.metrics.DeliveryBacklogCollector"]
 # A host that runs workers and no web process: a worker's main process

@@ -679,3 +679,27 @@ def test_a_scrape_without_its_database_still_answers_the_processes_metrics(monke
     text = response.content.decode()
     assert "platform_http_requests_total" in text
     assert "platform_events_due_unclaimed" not in text
+
+
+@pytest.mark.django_db
+def test_a_request_forwarded_by_an_untrusted_proxy_is_not_taken_for_loopback(
+    networks_cleared, settings
+):
+    # nginx on the same host, its forwarded headers not trusted (no
+    # FORWARDED_ALLOW_IPS): every client would look like 127.0.0.1.
+    settings.FORWARDED_ALLOW_IPS = ""
+    client = APIClient(REMOTE_ADDR="127.0.0.1")
+    for header in ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED"):
+        assert_error(client.get("/metrics", **{header: "203.0.113.9"}), 404, "ResourceNotFound")
+    settings.METRICS_BEARER_TOKEN = "s3cret-scraper-token"
+    assert (
+        client.get(
+            "/metrics",
+            HTTP_X_FORWARDED_FOR="203.0.113.9",
+            HTTP_AUTHORIZATION="Bearer s3cret-scraper-token",
+        ).status_code
+        == 200
+    )
+    # A trusted proxy: uvicorn put the client's address in REMOTE_ADDR.
+    settings.FORWARDED_ALLOW_IPS = "127.0.0.1"
+    assert client.get("/metrics", HTTP_X_FORWARDED_FOR="127.0.0.1").status_code == 200

@@ -80,6 +80,8 @@ def uvicorn_runs(monkeypatch: pytest.MonkeyPatch, no_web_concurrency: None) -> l
     # Not this test run's logging to reconfigure.
     monkeypatch.setattr(serve, "_configure_logging", lambda: None)
     monkeypatch.delenv("WEB_ACCESS_LOG", raising=False)
+    # main() sets it for the processes it starts; restored after the test.
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "")
     monkeypatch.delenv("PORT", raising=False)
     return calls
 
