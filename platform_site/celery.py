@@ -6,6 +6,7 @@ import celery.apps.worker
 from celery import Celery, Task
 from celery.signals import (
     before_task_publish,
+    setup_logging,
     task_postrun,
     task_prerun,
     worker_process_init,
@@ -38,6 +39,18 @@ def _stop_worker_process(**kwargs: object) -> None:
     from events.engine.process import stop_engine
 
     stop_engine()
+
+
+@setup_logging.connect
+def _logging_as_configured(**kwargs: object) -> None:
+    # Answered, Celery leaves logging alone: every line (its pool's too,
+    # which it would give a handler and format of its own) goes through
+    # LOGGING's one formatter, at LOG_LEVEL.
+    from django.conf import settings
+
+    from platform_site.log_config import configure
+
+    configure(settings.LOGGING)
 
 
 # The request id travels with the tasks a request enqueues (a message header),

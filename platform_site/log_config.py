@@ -31,9 +31,13 @@ def _drop_extras(logger: WrappedLogger, method: str, event: EventDict) -> EventD
 # written escaped.
 _UNPRINTABLE = str.maketrans(
     {
-        code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-        for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)
-        if code != 0x09
+        **{
+            code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+            for code in (*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)
+            if code != 0x09
+        },
+        0x0A: "\\n",
+        0x0D: "\\r",
     }
 )
 

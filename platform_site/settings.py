@@ -543,6 +543,9 @@ LOGGING = {
         # their own switches, not LOG_LEVEL's (WEB_ACCESS_LOG).
         "uvicorn.error": {"level": "INFO"},
         "platform_site.access": {"level": "INFO"},
+        # Celery's pool (billiard) logs here and stops it from propagating:
+        # its lines get the console handler here, not a raw print.
+        "multiprocessing": {"handlers": ["console"], "propagate": False},
         # Our handler logs every error with its id; Django's duplicate would
         # print the same failure twice without the id.
         "django.request": {"level": "CRITICAL", "propagate": True},
