@@ -79,6 +79,8 @@ INSTALLED_APPS = [
     "files",
     "chat",
     "adminapi",
+    # For its management commands: the demo (seed_demo, demo_banner).
+    "platform_site",
 ]
 
 MIDDLEWARE = [
