@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from bots.admin.scoping import WorkspaceScoped, managed_workspaces
+from bots.admin.scoping import ReadOnlyAdminMixin, WorkspaceScoped, managed_workspaces
 from bots.models import AuditRecord
 
 PLATFORM = "platform"
@@ -44,7 +44,7 @@ class ActorFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditRecord)
-class AuditRecordAdmin(WorkspaceScoped, admin.ModelAdmin):
+class AuditRecordAdmin(ReadOnlyAdminMixin, WorkspaceScoped, admin.ModelAdmin):
     list_display = [
         "created_at",
         "action",
@@ -82,15 +82,6 @@ class AuditRecordAdmin(WorkspaceScoped, admin.ModelAdmin):
         if workspaces is None:
             return queryset
         return queryset.filter(Q(workspace_id__in=list(workspaces)) | Q(actor_id=request.user.pk))
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="target", ordering="target_id")
     def target(self, record: AuditRecord) -> str:
