@@ -7,15 +7,6 @@ from bots.models import Conversation, Message, User
 from events.models import Event
 from platform_site.api.fields import format_timestamp
 
-# The type of the events the chat interface records for the bot, and of the
-# messages its live stream carries.
-MESSAGE_CREATED = "message_created"
-CUSTOM_EVENT = "custom"
-MESSAGE_DELETED = "message_deleted"
-PARTICIPANT_ADDED = "participant_added"
-PARTICIPANT_REMOVED = "participant_removed"
-EVENT_CREATED = "event_created"
-
 
 def user_chat_json(user: User) -> dict[str, Any]:
     body: dict[str, Any] = {"id": user.chat_id}

@@ -11,14 +11,14 @@ from drf_spectacular.utils import Direction, OpenApiParameter
 
 from bots.message_payloads import PAYLOAD_TYPES, MessagePayloadField
 from bots.schema import typeless_payload_schema
-from chat.keys import CHAT_ID_MAX_LENGTH
-from chat.presenters import (
+from chat.event_types import (
     EVENT_CREATED,
     MESSAGE_CREATED,
     MESSAGE_DELETED,
     PARTICIPANT_ADDED,
     PARTICIPANT_REMOVED,
 )
+from chat.keys import CHAT_ID_MAX_LENGTH
 from platform_site.api.schema import closed_schema, error_response
 
 

@@ -9,8 +9,8 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from bots.models import Conversation, Message, Participant, User
 from chat.authentication import USER_KEY_CHALLENGE
+from chat.event_types import CUSTOM_EVENT
 from chat.keys import is_chat_id
-from chat.presenters import CUSTOM_EVENT
 from events.models import Event
 from platform_site.api.errors import (
     Forbidden,

@@ -6,8 +6,8 @@ import json
 import logging
 from collections.abc import AsyncIterator
 
+from chat.event_types import PARTICIPANT_REMOVED
 from chat.live.subscriptions import ListenerDropped, Subscription
-from chat.presenters import PARTICIPANT_REMOVED
 from platform_site import metrics
 
 logger = logging.getLogger("chat.live")

@@ -11,9 +11,10 @@ from django.db.models import Case, DateTimeField, Value, When
 from django.db.models.functions import Greatest
 
 from bots.models import Conversation, Message
+from chat.event_types import MESSAGE_CREATED
 from chat.live.publish import stream_publish
 from chat.models import ScheduledMessage
-from chat.presenters import MESSAGE_CREATED, message_stream_json
+from chat.presenters import message_stream_json
 
 # Scheduled messages made into messages per claim, at most.
 PUBLISH_BATCH = 200

@@ -7,9 +7,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from bots.models import Bot, Conversation, Message, User
+from chat.event_types import MESSAGE_CREATED
 from chat.live.publish import stream_publish
 from chat.models import ScheduledMessage
-from chat.presenters import MESSAGE_CREATED, message_stream_json
+from chat.presenters import message_stream_json
 from chat.runtime.scheduled import scheduled_message_message
 from events.services import event_references_resolve
 from platform_site.api.errors import InvalidPayload, ReferenceNotFound

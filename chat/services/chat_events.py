@@ -6,8 +6,9 @@ from typing import Any
 from django.db import transaction
 
 from bots.models import User
+from chat.event_types import CUSTOM_EVENT, EVENT_CREATED
 from chat.live.publish import stream_publish
-from chat.presenters import CUSTOM_EVENT, EVENT_CREATED, chat_event_stream_json
+from chat.presenters import chat_event_stream_json
 from chat.selectors import conversation_reference
 from events.models import Event
 from events.services import EventReferences, event_record

@@ -3,8 +3,9 @@
 from django.db import IntegrityError, transaction
 
 from bots.models import Conversation, Participant, User
+from chat.event_types import PARTICIPANT_REMOVED
 from chat.live.publish import stream_publish
-from chat.presenters import PARTICIPANT_REMOVED, participant_stream_json
+from chat.presenters import participant_stream_json
 from chat.selectors import conversation_find_for_user
 from platform_site.api.errors import AlreadyExists, Forbidden
 from platform_site.api.ids import new_id

@@ -7,13 +7,9 @@ from django.db import transaction
 
 from bots.models import Conversation, Message, User
 from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
+from chat.event_types import MESSAGE_CREATED, MESSAGE_DELETED
 from chat.live.publish import stream_publish
-from chat.presenters import (
-    MESSAGE_CREATED,
-    MESSAGE_DELETED,
-    message_deleted_stream_json,
-    message_stream_json,
-)
+from chat.presenters import message_deleted_stream_json, message_stream_json
 from chat.selectors import conversation_reference_and_author
 from events.services import EventReferences, event_build, event_stored
 from platform_site.api.errors import Forbidden

@@ -3,8 +3,9 @@
 from django.db import transaction
 
 from bots.models import Conversation, Participant, User
+from chat.event_types import PARTICIPANT_ADDED, PARTICIPANT_REMOVED
 from chat.live.publish import stream_publish
-from chat.presenters import PARTICIPANT_ADDED, PARTICIPANT_REMOVED, participant_stream_json
+from chat.presenters import participant_stream_json
 from chat.selectors import participant_get
 from chat.services.conversations import owner_only
 from platform_site.api.errors import Forbidden, ReferenceNotFound, ResourceNotFound

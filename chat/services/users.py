@@ -4,10 +4,11 @@ from django.db import IntegrityError, transaction
 
 from bots.credential_invalidation import credentials_changed
 from bots.models import Conversation, User
+from chat.event_types import PARTICIPANT_REMOVED
 from chat.keys import user_key_issue
 from chat.live.publish import stream_publish
 from chat.models import ChatConnection
-from chat.presenters import PARTICIPANT_REMOVED, participant_stream_json
+from chat.presenters import participant_stream_json
 from platform_site.api.errors import AlreadyExists
 from platform_site.api.ids import new_id
 
