@@ -20,7 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from platform_site.api import errors
-from platform_site.api.exception_handler import error_response
+from platform_site.api.exception_handler import error_response, page_not_found
 from platform_site.metrics_files import host_registry
 
 
@@ -59,7 +59,7 @@ def _token_presented(request: HttpRequest) -> bool | None:
 @csrf_exempt  # no cookie is read: a POST is refused like any other method
 def metrics_view(request: HttpRequest) -> HttpResponse:
     if not settings.METRICS_ENABLED:
-        return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
+        return page_not_found(request)
     token = _token_presented(request)
     if not token and not _address_allowed(request):
         if token is False:
@@ -68,7 +68,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
                     "Invalid metrics token", headers={"WWW-Authenticate": 'Bearer realm="metrics"'}
                 )
             )
-        return error_response(errors.ResourceNotFound(f"No route matches {request.path}"))
+        return page_not_found(request)
     if request.method not in ("GET", "HEAD"):
         return error_response(
             errors.MethodNotFound(

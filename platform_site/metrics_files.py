@@ -82,16 +82,15 @@ def metrics_tidy() -> None:
     gone = _gone()
     if not gone:
         return
-    with open(os.path.join(metrics_folder(), ".lock"), "a") as lock_file:
-        try:
-            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return  # being read or tidied: the next scrape tidies
-        for kind, pid, path in gone:
-            if kind.startswith("gauge_live"):
-                mark_process_dead(pid)
-            elif os.path.exists(path):
-                _fold(kind, path)
+    try:
+        with _lock(fcntl.LOCK_EX | fcntl.LOCK_NB):
+            for kind, pid, path in gone:
+                if kind.startswith("gauge_live"):
+                    mark_process_dead(pid)
+                elif os.path.exists(path):
+                    _fold(kind, path)
+    except BlockingIOError:
+        pass  # being read or tidied: the next scrape tidies
 
 
 class HostMetrics(Collector):

@@ -24,14 +24,21 @@ class Command(BaseCommand):
         verbosity: int = options["verbosity"]
         # One instant for the count and every batch, so that the two agree.
         now = timezone.now()
-        expired = events_expired_count(now=now)
         if options["dry_run"]:
             # The count is what a dry run is for: printed at any verbosity.
+            expired = events_expired_count(now=now)
             self.stdout.write(f"{expired} events past their workspace's retention would go")
             return
+        # Counted first only for a bar that shows (a terminal): the count reads
+        # what the purge then reads again.
+        shown = verbosity > 0 and self.stderr.isatty()
         deleted = 0
         with command_progress(
-            stream=self.stderr, verbosity=verbosity, desc="events", unit="event", total=expired
+            stream=self.stderr,
+            verbosity=verbosity,
+            desc="events",
+            unit="event",
+            total=events_expired_count(now=now) if shown else None,
         ) as progress:
             for count in events_purge_expired_batches(now=now):
                 deleted += count
