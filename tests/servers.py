@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis
 from django.conf import settings as django_settings
 
 from tests.worker import PROJECT_DIR, celery_queue, worker_database_url  # noqa: F401
@@ -24,6 +25,16 @@ from tests.worker import PROJECT_DIR, celery_queue, worker_database_url  # noqa:
 UVICORN = PROJECT_DIR / ".venv" / "bin" / "uvicorn"
 READY_TIMEOUT = 30.0
 READ_TIMEOUT = 10.0
+
+
+def reachable_redis(url: str) -> str:
+    """`url`, or the test skipped when no Redis answers there (the live
+    stream's bus, which more than one web process needs)."""
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as error:
+        pytest.skip(f"no Redis at {url} for the live stream's bus: {error}")
+    return url
 
 
 def free_port() -> int:

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 from django.conf import settings as django_settings
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -37,7 +36,7 @@ from tests.factories import (
     user_key,
 )
 from tests.receiver import Answer, Receiver
-from tests.servers import READ_TIMEOUT
+from tests.servers import READ_TIMEOUT, reachable_redis
 from tests.test_serve import Launched, sockets_of, workers_of
 from tests.worker import (
     Worker,
@@ -64,11 +63,7 @@ Key = tuple[str, frozenset[tuple[str, str]]]
 
 @pytest.fixture
 def bus() -> str:
-    try:
-        redis.Redis.from_url(BUS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as error:
-        pytest.skip(f"no Redis at {BUS_URL} for the live stream's bus: {error}")
-    return BUS_URL
+    return reachable_redis(BUS_URL)
 
 
 @pytest.fixture

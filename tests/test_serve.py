@@ -14,7 +14,6 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 import uvicorn
 from django.conf import settings as django_settings
 from uvicorn.importer import import_from_string
@@ -24,7 +23,7 @@ from bots.models import Bot, Role
 from events.models import Event
 from platform_site import serve
 from tests.factories import member_token
-from tests.servers import READ_TIMEOUT, READY_TIMEOUT, Server
+from tests.servers import READ_TIMEOUT, READY_TIMEOUT, Server, reachable_redis
 from tests.worker import PROJECT_DIR, celery_queue, worker_database_url  # noqa: F401
 
 PYTHON = PROJECT_DIR / ".venv" / "bin" / "python"
@@ -194,11 +193,7 @@ class Launched(Server):
 
 @pytest.fixture
 def redis_bus() -> str:
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
-    except redis.RedisError as error:
-        pytest.skip(f"no Redis at {REDIS_URL} for the live stream's bus: {error}")
-    return REDIS_URL
+    return reachable_redis(REDIS_URL)
 
 
 @pytest.fixture
