@@ -5,10 +5,15 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Model
 from django.utils import timezone
 
 from bots.models import Bot, Conversation, IntegrationInstallation, Message, User, Workflow
+from bots.selectors.references import (
+    conversation_reference_get,
+    message_reference_get,
+    user_reference_get,
+    workflow_reference_get,
+)
 from events.engine.wakeups import deliveries_wake
 from events.models import Event, EventStatus
 from events.selectors import event_get
@@ -28,17 +33,6 @@ def due_time(*, schedule: dict[str, Any] | None, now: datetime) -> datetime:
         return now + timedelta(milliseconds=schedule["delay"])
     except OverflowError:
         raise InvalidPayload("schedule.delay: Too far in the future.") from None
-
-
-def _owned(model: type[Model], bot_id: str, object_id: str | None, field: str) -> Any:
-    if object_id is None:
-        return None
-    found = model._default_manager.filter(bot_id=bot_id, id=object_id).first()
-    if found is None:
-        raise ReferenceNotFound(
-            f"{field}: {model._meta.verbose_name} {object_id!r} does not exist in this bot"
-        )
-    return found
 
 
 @dataclass(frozen=True)
@@ -61,12 +55,18 @@ def event_references_resolve(
     workflow_id: str | None = None,
     integration: IntegrationInstallation | None = None,
 ) -> EventReferences:
-    """The referenced objects, or ReferenceNotFound for one the bot does not own."""
+    """The referenced objects, or MissingReference for one the bot does not own."""
     return EventReferences(
-        conversation=_owned(Conversation, bot_id, conversation_id, "conversationId"),
-        user=_owned(User, bot_id, user_id, "userId"),
-        message=_owned(Message, bot_id, message_id, "messageId"),
-        workflow=_owned(Workflow, bot_id, workflow_id, "workflowId"),
+        conversation=None
+        if conversation_id is None
+        else conversation_reference_get(bot_id=bot_id, conversation_id=conversation_id),
+        user=None if user_id is None else user_reference_get(bot_id=bot_id, user_id=user_id),
+        message=None
+        if message_id is None
+        else message_reference_get(bot_id=bot_id, message_id=message_id),
+        workflow=None
+        if workflow_id is None
+        else workflow_reference_get(bot_id=bot_id, workflow_id=workflow_id),
         integration=integration,
     )
 

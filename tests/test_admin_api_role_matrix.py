@@ -69,8 +69,12 @@ def test_the_routes_here_are_every_admin_route_and_method():
     served = set()
     for pattern in admin_urls.urlpatterns:
         assert isinstance(pattern, URLPattern)
-        view = pattern.callback.view_class
-        for method, permissions in view.permissions_by_method.items():
+        viewset = pattern.callback.cls
+        for method, action in pattern.callback.actions.items():
+            if method == "head":  # DRF maps it to GET's action on the first request
+                continue
+            permissions = viewset.permissions_by_action[action]
+            method = method.upper()
             served.add((pattern.name, method))
             route = next(r for r in ROUTES if (r.name, r.method) == (pattern.name, method))
             # The view guards the method with the action this test expects of it.

@@ -389,15 +389,14 @@ def test_chat_ids_are_not_runtime_ids(runtime_client, conversation, author):
 def test_an_author_deleted_before_the_commit(runtime_client, conversation, author, monkeypatch):
     """A reference deleted between its lookup and the commit is a missing
     reference, not a 500."""
-    resolve = chat.runtime.services.event_references_resolve
+    resolve = chat.runtime.services.user_reference_get
 
     def resolved_then_deleted(**kwargs: Any) -> Any:
-        references = resolve(**kwargs)
-        if references.user is not None:
-            User.objects.filter(pk=references.user.pk).delete()
-        return references
+        user = resolve(**kwargs)
+        User.objects.filter(pk=user.pk).delete()
+        return user
 
-    monkeypatch.setattr(chat.runtime.services, "event_references_resolve", resolved_then_deleted)
+    monkeypatch.setattr(chat.runtime.services, "user_reference_get", resolved_then_deleted)
     refused(post(runtime_client(), body_for(conversation, author)), "ReferenceNotFound", "deleted")
 
 

@@ -6,7 +6,7 @@ from adminapi.audit_records import audit_records_list, audit_workspace_check
 from adminapi.presenters import audit_record_json
 from adminapi.schema import AuditRecordListSerializer
 from adminapi.serializers import AuditRecordQuery
-from adminapi.views.base import AdminView
+from adminapi.views.base import AdminViewSet
 from bots.permissions import CanReadAudit
 from bots.principals import workspace_principal
 from platform_site.api.pagination import page_request
@@ -14,8 +14,8 @@ from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 
 
-class AuditRecordCollectionView(AdminView):
-    permissions_by_method = {"GET": [CanReadAudit]}
+class AuditRecordViewSet(AdminViewSet):
+    permissions_by_action = {"list": [CanReadAudit]}
 
     @extend_schema(
         summary="List the workspace's audit records, newest first",
@@ -23,7 +23,7 @@ class AuditRecordCollectionView(AdminView):
         parameters=[AuditRecordQuery, NEXT_TOKEN, PAGE_SIZE],
         responses={200: AuditRecordListSerializer, **ERRORS},
     )
-    def get(self, request: Request, workspace_id: str) -> Response:
+    def list(self, request: Request, workspace_id: str) -> Response:
         workspace = workspace_principal(request).workspace
         audit_workspace_check(workspace=workspace, workspace_id=workspace_id)
         query = validate_query(AuditRecordQuery, request.query_params)
@@ -34,6 +34,4 @@ class AuditRecordCollectionView(AdminView):
             action=query.get("action"),
             actor_id=None if actor_id is None else int(actor_id),
         )
-        return Response(
-            {"records": [audit_record_json(r) for r in page.items], "meta": page.meta()}
-        )
+        return Response(page.json("records", audit_record_json))

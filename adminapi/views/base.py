@@ -3,10 +3,10 @@ from rest_framework.request import Request
 from bots.audit import Actor, actor_of
 from bots.authentication import WorkspaceTokenAuthentication
 from bots.principals import workspace_principal
-from platform_site.api.views import ApiView
+from platform_site.api.views import ApiViewSet
 
 
-class AdminView(ApiView):
+class AdminViewSet(ApiViewSet):
     """Bearer token and x-workspace-id."""
 
     authentication_classes = [WorkspaceTokenAuthentication]

@@ -5,13 +5,14 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from adminapi.bot_logs import bot_logs_list
 from adminapi.bots import bot_get, bots_list
-from adminapi.presenters import bot_json, bot_summary_json
+from adminapi.presenters import bot_json, bot_log_json, bot_summary_json
 from adminapi.schema import BotAnswerSerializer, BotListSerializer
-from adminapi.serializers import BotListQuery, BotWriteSerializer
-from adminapi.views.base import AdminView, request_actor
+from adminapi.serializers import BotListQuery, BotLogQuery, BotWriteSerializer
+from adminapi.views.base import AdminViewSet, request_actor
 from bots.idempotency import idempotent_create
-from bots.permissions import CanReadBots, CanWriteBots
+from bots.permissions import CanReadBots, CanReadRuntime, CanWriteBots
 from bots.principals import workspace_principal
 from bots.services import bot_create, bot_delete, bot_update
 from platform_site.api.pagination import page_request
@@ -28,8 +29,17 @@ def _bot_fields(data: dict[str, Any]) -> dict[str, Any]:
     return {_BOT_FIELDS[name]: value for name, value in data.items()}
 
 
-class BotCollectionView(AdminView):
-    permissions_by_method = {"GET": [CanReadBots], "POST": [CanWriteBots]}
+class BotViewSet(AdminViewSet):
+    """A workspace's bots."""
+
+    permissions_by_action = {
+        "list": [CanReadBots],
+        "create": [CanWriteBots],
+        "retrieve": [CanReadBots],
+        "update": [CanWriteBots],
+        "destroy": [CanWriteBots],
+        "logs": [CanReadRuntime],
+    }
 
     @extend_schema(
         summary="List the workspace's bots",
@@ -42,11 +52,11 @@ class BotCollectionView(AdminView):
         ],
         responses={200: BotListSerializer, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def list(self, request: Request) -> Response:
         principal = workspace_principal(request)
         query = validate_query(BotListQuery, request.query_params)
         dev = query.get("dev")
-        result = bots_list(
+        page = bots_list(
             workspace=principal.workspace,
             page=page_request(request.query_params),
             dev=None if dev is None else dev == "true",
@@ -54,9 +64,7 @@ class BotCollectionView(AdminView):
             sort_field=query["sortField"],
             sort_direction=query["sortDirection"],
         )
-        return Response(
-            {"bots": [bot_summary_json(b) for b in result.items], "meta": result.meta()}
-        )
+        return Response(page.json("bots", bot_summary_json))
 
     @extend_schema(
         summary="Create a bot",
@@ -65,7 +73,7 @@ class BotCollectionView(AdminView):
         responses={201: BotAnswerSerializer, **ERRORS},
     )
     @idempotent_create
-    def post(self, request: Request) -> Response:
+    def create(self, request: Request) -> Response:
         serializer = BotWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -79,16 +87,12 @@ class BotCollectionView(AdminView):
         )
         return Response({"bot": bot_json(bot)}, status=201)
 
-
-class BotDetailView(AdminView):
-    permissions_by_method = {"GET": [CanReadBots], "PUT": [CanWriteBots], "DELETE": [CanWriteBots]}
-
     @extend_schema(
         summary="Get a bot",
         operation_id="getBot",
         responses={200: BotAnswerSerializer, **ERRORS},
     )
-    def get(self, request: Request, bot_id: str) -> Response:
+    def retrieve(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(
             workspace=workspace_principal(request).workspace,
             bot_id=bot_id,
@@ -102,7 +106,7 @@ class BotDetailView(AdminView):
         request=BotWriteSerializer,
         responses={200: BotAnswerSerializer, **ERRORS},
     )
-    def put(self, request: Request, bot_id: str) -> Response:
+    def update(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(
             workspace=workspace_principal(request).workspace,
             bot_id=bot_id,
@@ -120,7 +124,29 @@ class BotDetailView(AdminView):
         operation_id="deleteBot",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def delete(self, request: Request, bot_id: str) -> Response:
+    def destroy(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(workspace=workspace_principal(request).workspace, bot_id=bot_id)
         bot_delete(bot=bot, actor=request_actor(request))
         return Response({})
+
+    @extend_schema(
+        summary="The bot's logs: its webhook delivery attempts, newest first",
+        operation_id="getBotLogs",
+        parameters=[BotLogQuery, NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def logs(self, request: Request, bot_id: str) -> Response:
+        bot = bot_get(workspace=workspace_principal(request).workspace, bot_id=bot_id)
+        query = validate_query(BotLogQuery, request.query_params)
+        page = bot_logs_list(
+            bot=bot,
+            page=page_request(request.query_params),
+            time_start=query.get("timeStart"),
+            time_end=query.get("timeEnd"),
+            level=query.get("level"),
+        )
+        body = page.json("logs", bot_log_json)
+        # Clients of the hosted API read the token at the top level of this one.
+        if page.next_token:
+            body["nextToken"] = page.next_token
+        return Response(body)

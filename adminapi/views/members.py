@@ -7,7 +7,7 @@ from adminapi.members import member_invite, members_list, membership_get, member
 from adminapi.presenters import member_json
 from adminapi.schema import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
-from adminapi.views.base import AdminView, request_actor
+from adminapi.views.base import AdminViewSet, request_actor
 from bots.idempotency import idempotent_create
 from bots.members import member_remove, member_role_change
 from bots.permissions import CanManageMembers, CanReadMembers
@@ -16,8 +16,14 @@ from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
 
 
-class MemberCollectionView(AdminView):
-    permissions_by_method = {"GET": [CanReadMembers], "POST": [CanManageMembers]}
+class MemberViewSet(AdminViewSet):
+    permissions_by_action = {
+        "list": [CanReadMembers],
+        "create": [CanManageMembers],
+        "me": [CanReadMembers],
+        "update": [CanManageMembers],
+        "destroy": [CanManageMembers],
+    }
 
     @extend_schema(
         summary="List the workspace's members, oldest first",
@@ -25,12 +31,12 @@ class MemberCollectionView(AdminView):
         parameters=[NEXT_TOKEN, PAGE_SIZE],
         responses={200: WorkspaceMemberListSerializer, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def list(self, request: Request) -> Response:
         page = members_list(
             workspace=workspace_principal(request).workspace,
             page=page_request(request.query_params),
         )
-        return Response({"members": [member_json(m) for m in page.items], "meta": page.meta()})
+        return Response(page.json("members", member_json))
 
     @extend_schema(
         summary="Add a member by e-mail address (only an owner adds an owner)",
@@ -39,7 +45,7 @@ class MemberCollectionView(AdminView):
         responses={201: WorkspaceMemberSerializer, **ERRORS, 409: ERROR},
     )
     @idempotent_create
-    def post(self, request: Request) -> Response:
+    def create(self, request: Request) -> Response:
         principal = workspace_principal(request)
         serializer = MemberCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -52,25 +58,16 @@ class MemberCollectionView(AdminView):
         )
         return Response(member_json(membership), status=201)
 
-
-class MyMembershipView(AdminView):
-    permissions_by_method = {"GET": [CanReadMembers]}
-    # The caller's membership was removed since their token was checked.
-    error_statuses = (404,)
-
     @extend_schema(
         summary="The caller's own membership",
         operation_id="getWorkspaceMember",
-        responses={200: WorkspaceMemberSerializer, **ERRORS},
+        # 404: the caller's membership was removed since their token was checked.
+        responses={200: WorkspaceMemberSerializer, **ERRORS, 404: ERROR},
     )
-    def get(self, request: Request) -> Response:
+    def me(self, request: Request) -> Response:
         principal = workspace_principal(request)
         membership = membership_of(workspace=principal.workspace, account=principal.token.account)
         return Response(member_json(membership))
-
-
-class MemberDetailView(AdminView):
-    permissions_by_method = {"PUT": [CanManageMembers], "DELETE": [CanManageMembers]}
 
     @extend_schema(
         summary="Change a member's role (a workspace keeps an owner; only an owner makes one)",
@@ -78,7 +75,7 @@ class MemberDetailView(AdminView):
         request=MemberUpdateSerializer,
         responses={200: WorkspaceMemberSerializer, **ERRORS},
     )
-    def put(self, request: Request, member_id: str) -> Response:
+    def update(self, request: Request, member_id: str) -> Response:
         principal = workspace_principal(request)
         membership = membership_get(workspace=principal.workspace, member_id=member_id)
         serializer = MemberUpdateSerializer(data=request.data)
@@ -98,7 +95,7 @@ class MemberDetailView(AdminView):
         operation_id="deleteWorkspaceMember",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def delete(self, request: Request, member_id: str) -> Response:
+    def destroy(self, request: Request, member_id: str) -> Response:
         principal = workspace_principal(request)
         membership = membership_get(workspace=principal.workspace, member_id=member_id)
         member_remove(

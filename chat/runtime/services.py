@@ -1,18 +1,18 @@
 """What a bot writes through the runtime API's chat routes."""
 
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from bots.models import Bot, Conversation, Message, User
+from bots.selectors.references import conversation_reference_get, user_reference_get
 from chat.event_types import MESSAGE_CREATED
 from chat.live.publish import stream_publish
 from chat.models import ScheduledMessage
 from chat.presenters import message_stream_json
 from chat.runtime.scheduled import scheduled_message_message
-from events.services import event_references_resolve
 from platform_site.api.errors import InvalidPayload, ReferenceNotFound
 from platform_site.api.ids import new_id, new_id_at
 from platform_site.api.tags import tagged
@@ -107,10 +107,7 @@ def bot_message_get_or_create(
 
 def _conversation(bot: Bot, conversation_id: str) -> Conversation:
     # An id was given: the resolver finds it or refuses it.
-    return cast(
-        Conversation,
-        event_references_resolve(bot_id=bot.id, conversation_id=conversation_id).conversation,
-    )
+    return conversation_reference_get(bot_id=bot.id, conversation_id=conversation_id)
 
 
 def _message_create(
@@ -126,7 +123,7 @@ def _message_create(
     if user_id == bot.id:
         user = bot_self_user(bot=bot)
     else:
-        user = cast(User, event_references_resolve(bot_id=bot.id, user_id=user_id).user)
+        user = user_reference_get(bot_id=bot.id, user_id=user_id)
     fields: dict[str, Any] = {
         "bot": bot,
         "conversation": conversation,

@@ -12,6 +12,7 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from platform_site import domain_errors
 from platform_site.api import errors
 
 logger = logging.getLogger("platform_site.errors")
@@ -30,6 +31,17 @@ _BY_STATUS: dict[int, type[errors.APIError]] = {
         errors.UnsupportedMediaType,
         errors.RateLimited,
     )
+}
+
+# The contract's error type of each kind of refusal a service raises.
+_DOMAIN_ERRORS: dict[type[domain_errors.DomainError], type[errors.APIError]] = {
+    domain_errors.NotFound: errors.ResourceNotFound,
+    domain_errors.MissingReference: errors.ReferenceNotFound,
+    domain_errors.InvalidValue: errors.InvalidPayload,
+    domain_errors.InvalidFilter: errors.InvalidQuery,
+    domain_errors.MalformedId: errors.InvalidIdentifier,
+    domain_errors.AlreadyExists: errors.AlreadyExists,
+    domain_errors.NotPermitted: errors.Forbidden,
 }
 
 
@@ -81,6 +93,8 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
     """The contract's error for an exception, or None when it was unexpected."""
     if isinstance(exc, errors.APIError):
         return exc
+    if isinstance(exc, domain_errors.DomainError):
+        return domain_error(exc)
     if isinstance(exc, drf.ValidationError):
         return errors.InvalidPayload("; ".join(describe_validation_error(exc.detail)))
     if isinstance(exc, drf.ParseError):
@@ -117,6 +131,15 @@ def to_api_error(exc: BaseException) -> errors.APIError | None:
         # and likely to pass. Logged with its trace as a 5xx.
         return errors.Unavailable()
     return None
+
+
+def domain_error(exc: domain_errors.DomainError) -> errors.APIError:
+    """A service's refusal as the contract says it: the type of its kind
+    (or of the nearest kind it derives from) and its message."""
+    for kind in type(exc).__mro__:
+        if kind in _DOMAIN_ERRORS:
+            return _DOMAIN_ERRORS[kind](exc.message)
+    return errors.InvalidPayload(exc.message)
 
 
 def integrity_error(exc: IntegrityError) -> errors.APIError | None:

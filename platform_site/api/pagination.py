@@ -7,7 +7,7 @@ last row's position, signed with a salt naming the list (and its sort), so a
 token tampered with or taken from another list is refused as InvalidQuery.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -36,6 +36,11 @@ class Page(Generic[ModelT]):
 
     def meta(self) -> dict[str, str]:
         return {"nextToken": self.next_token} if self.next_token else {}
+
+    def json(self, key: str, present: Callable[[ModelT], Any]) -> dict[str, Any]:
+        """The answer of a list endpoint: the items as `key`, each as
+        `present` shows it, and `meta` holding the nextToken of the next page."""
+        return {key: [present(item) for item in self.items], "meta": self.meta()}
 
 
 def _parse_size(name: str, raw: str) -> int:

@@ -24,7 +24,7 @@ from drf_spectacular.extensions import (
     OpenApiSerializerFieldExtension,
 )
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.plumbing import ComponentRegistry
+from drf_spectacular.plumbing import ComponentRegistry, is_list_serializer
 from drf_spectacular.utils import Direction, OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from uritemplate import variables
@@ -261,9 +261,13 @@ class ApiAutoSchema(AutoSchema):
         return [_operation_tag(self.path)]
 
     def get_description(self) -> str:  # type: ignore[override] # drf-spectacular's signature
-        # A view's own docstring describes it; one inherited from a base
-        # class (ApiView's, ChatView's) describes the base.
-        own = type(self.view).__dict__.get("__doc__")
+        # A viewset's action's docstring describes its operation, a plain
+        # view's own docstring the view; one inherited from a base class
+        # (ApiView's, ChatView's) describes the base.
+        action = getattr(self.view, "action", None)
+        own = getattr(getattr(self.view, action), "__doc__", None) if action else None
+        if action is None:
+            own = type(self.view).__dict__.get("__doc__")
         return inspect.cleandoc(own) if own else ""
 
     def get_override_parameters(self) -> list[Any]:
@@ -283,8 +287,20 @@ class ApiAutoSchema(AutoSchema):
         idempotency = [IDEMPOTENCY_KEY] if self._takes_idempotency_key() else []
         return [*defaults, *declared, *idempotency, *super().get_override_parameters()]
 
+    def _is_list_view(self, serializer: Any = None) -> bool:
+        # Every answer is an object, lists included ({"bots": [...], "meta":
+        # {...}}): a viewset's `list` action is no array to wrap, and only a
+        # declared list serializer is a list, as for a plain APIView.
+        if serializer is None:
+            serializer = self.get_response_serializers()
+        if isinstance(serializer, dict) and serializer:
+            serializer = serializer[min(serializer, key=str)]
+        return is_list_serializer(serializer)
+
     def _takes_idempotency_key(self) -> bool:
-        handler = getattr(self.view, self.method.lower(), None)
+        # A viewset's handler is its action; drf-spectacular does not bind it to the method.
+        action = getattr(self.view, "action", None) or self.method.lower()
+        handler = getattr(self.view, action, None)
         return bool(getattr(handler, TAKES_IDEMPOTENCY_KEY, False))
 
     def get_operation(
@@ -300,8 +316,9 @@ class ApiAutoSchema(AutoSchema):
             return None
         responses = operation.setdefault("responses", {})
         ref = self.resolve_serializer(ErrorBodySerializer, "response").ref
-        for status in sorted(self._error_statuses(operation)):
+        for status in self._error_statuses(operation):
             responses[str(status)] = error_response(status, ref)
+        operation["responses"] = responses = dict(sorted(responses.items()))
         if self._takes_idempotency_key():
             for status, response in responses.items():
                 if status.startswith("2"):

@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
+from rest_framework.viewsets import ViewSetMixin
 
 from platform_site.api.rate_limit import Decision, rate_limit_headers
 
@@ -75,4 +76,23 @@ class ApiView(APIView):
             return super().get_permissions()
         method = self.request.method or ""
         classes = self.permissions_by_method.get("GET" if method == "HEAD" else method, [DenyAll])
+        return [cls() for cls in classes]
+
+
+class ApiViewSet(ViewSetMixin, ApiView):
+    """Base of every resource: one class whose actions serve its routes,
+    mapped to the contract's paths in the app's urls.py with
+    `as_view({"get": "list", "post": "create"})` (no router: the paths are
+    the contract's, not a router's convention).
+
+    A method the route's mapping does not name is a 405 before credentials,
+    as for any ApiView. Each action names its own permission classes in
+    `permissions_by_action` (HEAD runs GET's action, so it is held to its
+    permissions); an action that names none is denied.
+    """
+
+    permissions_by_action: ClassVar[dict[str, list[type[BasePermission]]]] = {}
+
+    def get_permissions(self) -> Any:
+        classes = self.permissions_by_action.get(self.action or "", [DenyAll])
         return [cls() for cls in classes]
