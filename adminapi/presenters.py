@@ -3,10 +3,10 @@
 import json
 from typing import Any
 
-from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
-from adminapi.bot_logs import LOG_LEVELS
 from bots.models import AuditRecord, Bot, Membership
+from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
 from events.models import AttemptOutcome, DeliveryAttempt
+from events.selectors.attempts import LOG_LEVELS
 from platform_site.api.fields import format_timestamp
 
 

@@ -4,8 +4,8 @@ type it."""
 
 from rest_framework import serializers
 
-from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
 from bots.models import Role
+from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
 
 
 class PageMetaSerializer(serializers.Serializer):

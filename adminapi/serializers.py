@@ -2,9 +2,9 @@ from typing import Any
 
 from rest_framework import serializers
 
-from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
-from adminapi.bot_logs import LOG_LEVELS
 from bots.models import AuditAction, Role
+from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
+from events.selectors.attempts import LOG_LEVELS
 from platform_site.api.fields import (
     HttpUrlField,
     StrictBooleanField,

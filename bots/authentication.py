@@ -9,7 +9,7 @@ from rest_framework.request import Request
 
 from bots.credentials import credentials_for_bot, credentials_for_workspace
 from bots.principals import WorkspacePrincipal
-from bots.tokens import InvalidToken
+from bots.token_checks import InvalidToken
 from platform_site.api.authentication import HeaderAuthentication
 from platform_site.api.ids import is_id
 

@@ -20,7 +20,7 @@ from django.db.models import Model
 from bots.credential_cache import CredentialCache
 from bots.models import AccessToken, Bot, Membership, Workspace
 from bots.principals import BotPrincipal, WorkspacePrincipal
-from bots.tokens import token_check_usable, token_digest
+from bots.token_checks import token_check_usable, token_digest
 
 _TOKEN_FIELDS = tuple(field.attname for field in AccessToken._meta.concrete_fields)
 _LAST_USED = _TOKEN_FIELDS.index("last_used_at")

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from rest_framework.request import Request
 
 from bots.models import AccessToken, Bot, Workspace
+from platform_site.api.authentication import request_principal
 
 
 @dataclass(frozen=True)
@@ -36,15 +37,9 @@ class BotPrincipal(WorkspacePrincipal):
 
 def bot_principal(request: Request) -> BotPrincipal:
     """The caller of a view guarded by BotTokenAuthentication and a role permission."""
-    principal = request.auth
-    if not isinstance(principal, BotPrincipal):
-        raise TypeError("the view is not guarded by BotTokenAuthentication")
-    return principal
+    return request_principal(request, BotPrincipal, "BotTokenAuthentication")
 
 
 def workspace_principal(request: Request) -> WorkspacePrincipal:
     """The caller of a view guarded by WorkspaceTokenAuthentication and a role permission."""
-    principal = request.auth
-    if not isinstance(principal, WorkspacePrincipal):
-        raise TypeError("the view is not guarded by WorkspaceTokenAuthentication")
-    return principal
+    return request_principal(request, WorkspacePrincipal, "WorkspaceTokenAuthentication")

@@ -1,9 +1,10 @@
-"""Wire shapes of the chat interface and its live stream: always chat ids,
-never runtime ids."""
+"""Wire shapes of a bot's messages, conversations and users: as the chat
+interface and its live stream show them (always chat ids, never runtime ids),
+and as the runtime API and event payloads show them (runtime ids)."""
 
 from typing import Any
 
-from bots.models import Conversation, Message, User
+from bots.models import Conversation, Message, Participant, User
 from events.models import Event
 from platform_site.api.fields import format_timestamp
 
@@ -19,6 +20,10 @@ def user_chat_json(user: User) -> dict[str, Any]:
     body["createdAt"] = format_timestamp(user.created_at)
     body["updatedAt"] = format_timestamp(user.updated_at)
     return body
+
+
+def participant_chat_json(participant: Participant) -> dict[str, Any]:
+    return user_chat_json(participant.user)
 
 
 def conversation_chat_json(conversation: Conversation) -> dict[str, Any]:
@@ -80,3 +85,46 @@ def participant_stream_json(*, conversation: Conversation, user: User) -> dict[s
 def chat_event_stream_json(event: Event) -> dict[str, Any]:
     """`event_created`: events come from the chat interface, so from a user."""
     return {**chat_event_json(event), "isBot": False}
+
+
+# --- the runtime API's and event payloads' shapes ---------------------------
+
+
+def message_runtime_json(message: Message) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": message.id,
+        "createdAt": format_timestamp(message.created_at),
+        "updatedAt": format_timestamp(message.updated_at),
+        "type": message.type,
+        "payload": message.payload,
+        "direction": "outgoing" if message.is_bot else "incoming",
+        "userId": message.user_id,
+        "conversationId": message.conversation_id,
+        "tags": message.tags,
+    }
+    if message.origin:
+        body["origin"] = message.origin
+    return body
+
+
+def conversation_runtime_json(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": conversation.id,
+        "createdAt": format_timestamp(conversation.created_at),
+        "updatedAt": format_timestamp(conversation.updated_at),
+        "tags": conversation.tags,
+    }
+
+
+def user_runtime_json(user: User) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": user.id,
+        "createdAt": format_timestamp(user.created_at),
+        "updatedAt": format_timestamp(user.updated_at),
+        "tags": user.tags,
+    }
+    if user.name:
+        body["name"] = user.name
+    if user.picture_url:
+        body["pictureUrl"] = user.picture_url
+    return body

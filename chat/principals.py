@@ -35,10 +35,10 @@ class SignedKeyHolder:
 
 
 def chat_connection(request: Request) -> ChatConnection:
-    """The connection the URL names (ChatView finds it before anything else)."""
+    """The connection the URL names (ChatViewSet finds it before anything else)."""
     connection = getattr(request, "chat_connection", None)
     if not isinstance(connection, ChatConnection):
-        raise TypeError("the view is not a ChatView")
+        raise TypeError("the view is not a ChatViewSet")
     return connection
 
 

@@ -1,16 +1,19 @@
 """How the chat interface appears in the OpenAPI document: the user key
-schemes, chat ids, the body of a bot's message and the live stream (loaded by
-ChatConfig.ready)."""
+schemes, chat ids, message payloads, the body of a bot's message and the live
+stream (loaded by ChatConfig.ready)."""
 
+from copy import deepcopy
 from typing import Any
 
 from django.conf import settings
-from drf_spectacular.extensions import OpenApiAuthenticationExtension, OpenApiSerializerExtension
+from drf_spectacular.extensions import (
+    OpenApiAuthenticationExtension,
+    OpenApiSerializerExtension,
+    OpenApiSerializerFieldExtension,
+)
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import Direction, OpenApiParameter
 
-from bots.message_payloads import PAYLOAD_TYPES, MessagePayloadField
-from bots.schema import typeless_payload_schema
 from chat.event_types import (
     EVENT_CREATED,
     MESSAGE_CREATED,
@@ -19,6 +22,7 @@ from chat.event_types import (
     PARTICIPANT_REMOVED,
 )
 from chat.keys import CHAT_ID_MAX_LENGTH
+from chat.message_payloads import BLOC_ITEM_TYPES, PAYLOAD_TYPES, MessagePayloadField
 from platform_site.api.schema import closed_schema, error_response
 
 
@@ -56,7 +60,7 @@ CHAT_ID_SCHEMA = {
 }
 WEBHOOK_ID_SCHEMA = {"type": "string", "pattern": r"^[^/\x00]{1,64}$"}
 # The chat interface's path variables that are not ids of the kind their name
-# says (ChatView.path_parameters); message and event ids are runtime ids.
+# says (ChatViewSet.path_parameters); message and event ids are runtime ids.
 CHAT_PATH_PARAMETERS = [
     OpenApiParameter(
         "webhook_id",
@@ -77,6 +81,47 @@ CHAT_PATH_PARAMETERS = [
         description="The user's chat id (chosen by the user, or their user_… id)",
     ),
 ]
+
+
+def _typeless_payload_schema(
+    auto_schema: AutoSchema, direction: Direction, kind: str, *, type_schema: dict[str, Any]
+) -> dict[str, Any]:
+    """The schema of a `kind` payload whose `type` may be left out (and, when
+    given, is `type_schema`)."""
+    schema = deepcopy(auto_schema._map_serializer(PAYLOAD_TYPES[kind], direction))
+    schema["properties"]["type"] = type_schema
+    schema["required"] = [name for name in schema.get("required", []) if name != "type"]
+    return schema
+
+
+class BlocItemScheme(OpenApiSerializerFieldExtension):
+    """An item of a bloc: a payload of one of the item types, flat or as
+    `{type, payload: {...}}` (where the inner `type`, if any, is ignored)."""
+
+    target_class = "chat.message_payloads.BlocItem"
+
+    def get_name(self) -> str:
+        return "BlocItem"
+
+    def map_serializer_field(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        variants: list[dict[str, Any]] = []
+        for kind, serializer in BLOC_ITEM_TYPES.items():
+            variants.append(auto_schema.resolve_serializer(serializer, direction).ref)
+            inner = _typeless_payload_schema(
+                auto_schema,
+                direction,
+                kind,
+                type_schema={"$ref": "#/components/schemas/JsonValue", "description": "Ignored"},
+            )
+            variants.append(
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["type", "payload"],
+                    "properties": {"type": {"const": kind}, "payload": inner},
+                }
+            )
+        return {"oneOf": variants}
 
 
 class BotMessageCreateScheme(OpenApiSerializerExtension):
@@ -103,7 +148,7 @@ class BotMessageCreateScheme(OpenApiSerializerExtension):
                 "required": ["type"],
                 "properties": {
                     "type": {"const": kind},
-                    "payload": typeless_payload_schema(
+                    "payload": _typeless_payload_schema(
                         auto_schema, direction, kind, type_schema={"const": kind}
                     ),
                 },

@@ -4,8 +4,8 @@ from django.http import HttpRequest
 
 from bots.admin import ReadOnlyAdminMixin, WorkspaceScoped
 from events.models import DeliveryAttempt, Event, EventStatus
-from events.services import event_cancel, events_retry
-from platform_site.api.errors import InvalidPayload
+from events.services.events import event_cancel, events_retry
+from platform_site.domain_errors import InvalidValue
 
 ATTEMPT_FIELDS = (
     "number",
@@ -95,7 +95,7 @@ class EventAdmin(WorkspaceScoped, admin.ModelAdmin):
             try:
                 event_cancel(bot=event.bot, event_id=event.id)
                 canceled += 1
-            except InvalidPayload:  # claimed by a worker meanwhile
+            except InvalidValue:  # claimed by a worker meanwhile
                 pass
         skipped = len(selected) - canceled
         self.message_user(

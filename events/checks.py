@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from events.delivery import RECORD_SECONDS
+from events.engine.delivery import RECORD_SECONDS
 
 
 @register()

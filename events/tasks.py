@@ -9,8 +9,8 @@ from celery import shared_task
 from django.utils import timezone
 
 from events.engine.process import wake_engine
-from events.retention import events_purge_expired
 from events.rollups.services import event_rollups_update
+from events.services.retention import events_purge_expired
 
 logger = logging.getLogger(__name__)
 

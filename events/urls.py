@@ -1,9 +1,9 @@
 from django.urls import path
 
-from events.views import EventCollectionView, EventDetailView, ScheduledEventView
+from events.views import EventViewSet
 
 urlpatterns = [
-    path("v1/chat/events", EventCollectionView.as_view(), name="events"),
-    path("v1/chat/events/scheduled/<str:event_id>", ScheduledEventView.as_view()),
-    path("v1/chat/events/<str:event_id>", EventDetailView.as_view(), name="event"),
+    path("v1/chat/events", EventViewSet.as_view({"get": "list", "post": "create"}), name="events"),
+    path("v1/chat/events/scheduled/<str:event_id>", EventViewSet.as_view({"delete": "cancel"})),
+    path("v1/chat/events/<str:event_id>", EventViewSet.as_view({"get": "retrieve"}), name="event"),
 ]

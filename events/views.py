@@ -9,9 +9,9 @@ from bots.permissions import CanReadRuntime, CanWriteEvents
 from bots.principals import bot_principal
 from events.models import EventStatus
 from events.presenters import event_json
-from events.selectors import event_get, events_list
+from events.selectors.events import event_get, events_list
 from events.serializers import EventCreateSerializer
-from events.services import event_cancel, event_create
+from events.services.events import event_cancel, event_create
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import (
     ERRORS,
@@ -21,12 +21,19 @@ from platform_site.api.schema import (
     id_pattern,
     query_id_filter,
 )
-from platform_site.api.views import ApiView
+from platform_site.api.views import ApiViewSet
 
 
-class EventCollectionView(ApiView):
+class EventViewSet(ApiViewSet):
+    """A bot's events."""
+
     authentication_classes = [BotTokenAuthentication]
-    permissions_by_method = {"POST": [CanWriteEvents], "GET": [CanReadRuntime]}
+    permissions_by_action = {
+        "create": [CanWriteEvents],
+        "list": [CanReadRuntime],
+        "retrieve": [CanReadRuntime],
+        "cancel": [CanWriteEvents],
+    }
 
     @extend_schema(
         summary="Create an event",
@@ -49,7 +56,7 @@ class EventCollectionView(ApiView):
         ],
     )
     @idempotent_create
-    def post(self, request: Request) -> Response:
+    def create(self, request: Request) -> Response:
         principal = bot_principal(request)
         serializer = EventCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -83,37 +90,27 @@ class EventCollectionView(ApiView):
         ],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def list(self, request: Request) -> Response:
         principal = bot_principal(request)
         page = events_list(
             bot=principal.bot, query=request.query_params, page=page_request(request.query_params)
         )
-        return Response({"events": [event_json(e) for e in page.items], "meta": page.meta()})
-
-
-class EventDetailView(ApiView):
-    authentication_classes = [BotTokenAuthentication]
-    permissions_by_method = {"GET": [CanReadRuntime]}
+        return Response(page.json("events", event_json))
 
     @extend_schema(
         summary="Get an event",
         operation_id="getEvent",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, event_id: str) -> Response:
+    def retrieve(self, request: Request, event_id: str) -> Response:
         event = event_get(bot=bot_principal(request).bot, event_id=event_id)
         return Response({"event": event_json(event)})
-
-
-class ScheduledEventView(ApiView):
-    authentication_classes = [BotTokenAuthentication]
-    permissions_by_method = {"DELETE": [CanWriteEvents]}
 
     @extend_schema(
         summary="Cancel a scheduled event (400 once it is no longer scheduled)",
         operation_id="cancelScheduledEvent",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def delete(self, request: Request, event_id: str) -> Response:
+    def cancel(self, request: Request, event_id: str) -> Response:
         event_cancel(bot=bot_principal(request).bot, event_id=event_id)
         return Response({})

@@ -8,8 +8,28 @@ from django.utils.html import format_html
 
 from bots.admin import ReadOnlyAdminMixin, WorkspaceScoped
 from files.models import File, Passage
-from files.services import file_delete, file_reindex
-from platform_site.api.errors import InvalidPayload
+from files.services.files import file_delete, file_reindex
+from platform_site.domain_errors import InvalidValue
+
+_FIELDS = (
+    "id",
+    "bot",
+    "key",
+    "status",
+    "failed_status_reason",
+    "size",
+    "content_type",
+    "index",
+    "max_chunk_length",
+    "passages_link",
+    "tags",
+    "metadata",
+    "access_policies",
+    "expires_at",
+    "created_at",
+    "updated_at",
+)
+_EDITABLE = {"tags", "metadata", "access_policies", "expires_at"}
 
 
 @admin.register(File)
@@ -20,40 +40,10 @@ class FileAdmin(WorkspaceScoped, admin.ModelAdmin):
     search_fields = ["key", "=id", "=bot__id"]
     list_select_related = ["bot"]
     list_per_page = 50
-    fields = [
-        "id",
-        "bot",
-        "key",
-        "status",
-        "failed_status_reason",
-        "size",
-        "content_type",
-        "index",
-        "max_chunk_length",
-        "passages_link",
-        "tags",
-        "metadata",
-        "access_policies",
-        "expires_at",
-        "created_at",
-        "updated_at",
-    ]
+    fields = _FIELDS
     # Content and status follow uploads and indexing; staff change the
     # labels a file carries, or re-index or delete it with the actions.
-    readonly_fields = [
-        "id",
-        "bot",
-        "key",
-        "status",
-        "failed_status_reason",
-        "size",
-        "content_type",
-        "index",
-        "max_chunk_length",
-        "passages_link",
-        "created_at",
-        "updated_at",
-    ]
+    readonly_fields = [name for name in _FIELDS if name not in _EDITABLE]
     actions = ["reindex", "delete_with_content"]
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
@@ -81,7 +71,7 @@ class FileAdmin(WorkspaceScoped, admin.ModelAdmin):
             try:
                 file_reindex(file=file)
                 queued += 1
-            except InvalidPayload as refused:
+            except InvalidValue as refused:
                 self.message_user(request, refused.message, messages.WARNING)
         self.message_user(request, f"{queued} file(s) queued for indexing.", messages.SUCCESS)
 

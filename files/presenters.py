@@ -1,3 +1,4 @@
+import json
 from typing import Any
 
 from files.models import File, FileStatus, Passage
@@ -44,3 +45,10 @@ def passage_json(passage: Passage) -> dict[str, Any]:
     if passage.source_url:
         meta["sourceUrl"] = passage.source_url
     return {"id": passage.id, "content": passage.content, "meta": meta}
+
+
+def passages_page_body(*, passages: str, next_token: str | None) -> bytes:
+    """`{"passages": [...], "meta": {...}}` around the array the database
+    encoded (files.selectors.passages.passages_page)."""
+    meta = json.dumps({"nextToken": next_token} if next_token else {}, separators=(",", ":"))
+    return f'{{"passages":{passages},"meta":{meta}}}'.encode()

@@ -7,14 +7,15 @@ from celery import shared_task
 from django.conf import settings
 from kombu.exceptions import OperationalError
 
-from files.indexing import file_index, files_requeue_stalled
-from files.services import files_delete_expired
+from files.services.files import files_delete_expired
+from files.services.indexing import file_index, files_requeue_stalled
+from files.services.status import INDEX_FILE_TASK
 
 logger = logging.getLogger(__name__)
 
 
 @shared_task(
-    name="files.tasks.index_file",
+    name=INDEX_FILE_TASK,
     ignore_result=True,
     soft_time_limit=settings.FILE_INDEXING_TIME_LIMIT,
     time_limit=settings.FILE_INDEXING_TIME_LIMIT + 30,

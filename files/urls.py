@@ -1,23 +1,29 @@
 from django.conf import settings
 from django.urls import path
 
-from files.views import (
-    FileCollectionView,
-    FileDetailView,
-    FileDownloadView,
-    FilePassagesView,
-    FileUploadView,
-)
+from files.views import FileContentViewSet, FileViewSet
 
 urlpatterns = [
-    path("v1/files", FileCollectionView.as_view(), name="files"),
+    path("v1/files", FileViewSet.as_view({"put": "upsert", "get": "list"}), name="files"),
     # Keys may hold slashes: a key that ends in /passages reads as that route.
-    path("v1/files/<path:file_id>/passages", FilePassagesView.as_view(), name="file-passages"),
-    path("v1/files/<path:file_id>", FileDetailView.as_view(), name="file"),
-    path(f"{settings.FILE_UPLOAD_PATH[1:]}<str:token>", FileUploadView.as_view(), name="upload"),
+    path(
+        "v1/files/<path:file_id>/passages",
+        FileViewSet.as_view({"get": "passages", "put": "passages_set"}),
+        name="file-passages",
+    ),
+    path(
+        "v1/files/<path:file_id>",
+        FileViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
+        name="file",
+    ),
+    path(
+        f"{settings.FILE_UPLOAD_PATH[1:]}<str:token>",
+        FileContentViewSet.as_view({"put": "upload"}),
+        name="upload",
+    ),
     path(
         f"{settings.FILE_DOWNLOAD_PATH[1:]}<str:token>",
-        FileDownloadView.as_view(),
+        FileContentViewSet.as_view({"get": "download"}),
         name="download",
     ),
 ]

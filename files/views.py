@@ -2,7 +2,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import FileResponse
+from django.http import FileResponse, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.permissions import AllowAny
@@ -12,22 +12,28 @@ from rest_framework.response import Response
 from bots.authentication import BotTokenAuthentication
 from bots.permissions import CanReadRuntime, CanWriteFiles
 from bots.principals import bot_principal
-from files.downloads import content_chunks, file_download_open
 from files.models import FILE_KEY_MAX_LENGTH
 from files.passage_data import PassageData
-from files.passage_json import EncodedJSONResponse
-from files.presenters import file_json
-from files.selectors import file_get, files_list, passages_page
+from files.presenters import file_json, passages_page_body
+from files.selectors.downloads import file_download_open
+from files.selectors.files import file_get, files_list
+from files.selectors.passages import passages_page
 from files.serializers import FileMetadataSerializer, FileUpsertSerializer, PassagesSetSerializer
-from files.services import file_delete, file_metadata_update, file_passages_set, file_upsert
-from files.signed_urls import download_grant, upload_grant
+from files.services.files import (
+    file_delete,
+    file_metadata_update,
+    file_passages_set,
+    file_upsert,
+)
+from files.services.uploads import file_upload_receive
+from files.signed_urls import DownloadGrant, UploadGrant, download_grant, upload_grant
+from files.streaming import content_chunks
 from files.throttles import SignedUrlRateLimit
-from files.uploads import file_upload_receive
 from platform_site.api.database import database_release
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
 from platform_site.api.tags import tag_filters
-from platform_site.api.views import ApiView
+from platform_site.api.views import ApiViewSet
 
 FILE_ID_OR_KEY = OpenApiParameter(
     "file_id",
@@ -61,9 +67,53 @@ PASSAGES_PAGE_SIZE = OpenApiParameter(
 )
 
 
-class FileCollectionView(ApiView):
+# The model field of each field of the metadata update's body.
+_METADATA_FIELDS = {
+    "tags": "tags",
+    "metadata": "metadata",
+    "accessPolicies": "access_policies",
+    "expiresAt": "expires_at",
+}
+
+
+class EncodedJSONResponse(HttpResponse):
+    """A 200 whose body is JSON already encoded: sent as it is, not rendered.
+
+    Errors still go through the API's exception handler and renderer; only a
+    view's success answer takes this path."""
+
+    def __init__(self, body: bytes) -> None:
+        super().__init__(body, content_type="application/json")
+
+
+class FileViewSet(ApiViewSet):
+    """A bot's files and their passages, by the bot's token."""
+
     authentication_classes = [BotTokenAuthentication]
-    permissions_by_method = {"PUT": [CanWriteFiles], "GET": [CanReadRuntime]}
+    path_parameters = [FILE_ID_OR_KEY]
+    permissions_by_action = {
+        "list": [CanReadRuntime],
+        "upsert": [CanWriteFiles],
+        "retrieve": [CanReadRuntime],
+        "update": [CanWriteFiles],
+        "destroy": [CanWriteFiles],
+        "passages": [CanReadRuntime],
+        "passages_set": [CanWriteFiles],
+    }
+
+    @extend_schema(
+        summary="List the bot's files, newest first",
+        operation_id="listFiles",
+        parameters=[TAGS, NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def list(self, request: Request) -> Response:
+        page = files_list(
+            bot=bot_principal(request).bot,
+            page=page_request(request.query_params),
+            tags=tag_filters(request.query_params),
+        )
+        return Response(page.json("files", file_json))
 
     @extend_schema(
         summary="Create or replace a file by key; answers its upload URL",
@@ -71,7 +121,7 @@ class FileCollectionView(ApiView):
         request=FileUpsertSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def put(self, request: Request) -> Response:
+    def upsert(self, request: Request) -> Response:
         serializer = FileUpsertSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -92,35 +142,11 @@ class FileCollectionView(ApiView):
         return Response({"file": file_json(file, with_upload_url=True)})
 
     @extend_schema(
-        summary="List the bot's files, newest first",
-        operation_id="listFiles",
-        parameters=[TAGS, NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
-    )
-    def get(self, request: Request) -> Response:
-        page = files_list(
-            bot=bot_principal(request).bot,
-            page=page_request(request.query_params),
-            tags=tag_filters(request.query_params),
-        )
-        return Response({"files": [file_json(f) for f in page.items], "meta": page.meta()})
-
-
-class FileDetailView(ApiView):
-    authentication_classes = [BotTokenAuthentication]
-    path_parameters = [FILE_ID_OR_KEY]
-    permissions_by_method = {
-        "GET": [CanReadRuntime],
-        "PUT": [CanWriteFiles],
-        "DELETE": [CanWriteFiles],
-    }
-
-    @extend_schema(
         summary="Get a file by id or key",
         operation_id="getFile",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, file_id: str) -> Response:
+    def retrieve(self, request: Request, file_id: str) -> Response:
         file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
         return Response({"file": file_json(file)})
 
@@ -130,11 +156,13 @@ class FileDetailView(ApiView):
         request=FileMetadataSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def put(self, request: Request, file_id: str) -> Response:
+    def update(self, request: Request, file_id: str) -> Response:
         serializer = FileMetadataSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        changes = {field: data[name] for name, field in _METADATA_FIELDS.items() if name in data}
         file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
-        file = file_metadata_update(file=file, changes=_metadata_changes(serializer.validated_data))
+        file = file_metadata_update(file=file, changes=changes)
         return Response({"file": file_json(file)})
 
     @extend_schema(
@@ -142,25 +170,9 @@ class FileDetailView(ApiView):
         operation_id="deleteFile",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def delete(self, request: Request, file_id: str) -> Response:
+    def destroy(self, request: Request, file_id: str) -> Response:
         file_delete(file=file_get(bot=bot_principal(request).bot, id_or_key=file_id))
         return Response({})
-
-
-def _metadata_changes(data: dict[str, Any]) -> dict[str, Any]:
-    fields = {
-        "tags": "tags",
-        "metadata": "metadata",
-        "accessPolicies": "access_policies",
-        "expiresAt": "expires_at",
-    }
-    return {model_field: data[name] for name, model_field in fields.items() if name in data}
-
-
-class FilePassagesView(ApiView):
-    authentication_classes = [BotTokenAuthentication]
-    path_parameters = [FILE_ID_OR_KEY]
-    permissions_by_method = {"GET": [CanReadRuntime], "PUT": [CanWriteFiles]}
 
     @extend_schema(
         summary="List a file's passages",
@@ -168,12 +180,14 @@ class FilePassagesView(ApiView):
         parameters=[PASSAGES_LIMIT, PASSAGES_PAGE_SIZE, NEXT_TOKEN],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, file_id: str) -> EncodedJSONResponse:
+    def passages(self, request: Request, file_id: str) -> EncodedJSONResponse:
         principal = bot_principal(request)
         page = page_request(request.query_params, size_param="limit")
         result = passages_page(bot=principal.bot, id_or_key=file_id, page=page)
         # The database encoded the page: its bytes go out without DRF's renderer.
-        return EncodedJSONResponse(result.body())
+        return EncodedJSONResponse(
+            passages_page_body(passages=result.passages, next_token=result.next_token)
+        )
 
     @extend_schema(
         summary="Set a file's passages directly",
@@ -181,34 +195,40 @@ class FilePassagesView(ApiView):
         request=PassagesSetSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def put(self, request: Request, file_id: str) -> Response:
+    def passages_set(self, request: Request, file_id: str) -> Response:
         serializer = PassagesSetSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
-        passages = [
-            PassageData(
-                content=item["content"],
-                type=item.get("meta", {}).get("type", "chunk"),
-                subtype=item.get("meta", {}).get("subtype", "paragraph"),
-                page_number=item.get("meta", {}).get("pageNumber"),
-                source_url=item.get("meta", {}).get("sourceUrl", ""),
-                position=item.get("meta", {}).get("position"),
-            )
-            for item in serializer.validated_data["passages"]
-        ]
+        passages = [_passage_data(item) for item in serializer.validated_data["passages"]]
         file = file_passages_set(file=file, passages=passages)
         return Response({"file": file_json(file)})
 
 
-class FileUploadView(ApiView):
-    """The signed upload URL: the URL is the credential, so no Authorization."""
+def _passage_data(item: dict[str, Any]) -> PassageData:
+    meta = item.get("meta", {})
+    return PassageData(
+        content=item["content"],
+        type=meta.get("type", "chunk"),
+        subtype=meta.get("subtype", "paragraph"),
+        page_number=meta.get("pageNumber"),
+        source_url=meta.get("sourceUrl", ""),
+        position=meta.get("position"),
+    )
+
+
+class FileContentViewSet(ApiViewSet):
+    """A file's content at its signed upload URL and its signed `url`: the URL
+    is the credential, so no Authorization."""
 
     authentication_classes: list[type] = []
     throttle_classes = [SignedUrlRateLimit]
-    signed_grant = staticmethod(upload_grant)
-    permissions_by_method = {"PUT": [AllowAny]}
+    permissions_by_action = {"upload": [AllowAny], "download": [AllowAny]}
     path_parameters = [SIGNED_TOKEN]
     error_statuses = (403, 404)
+
+    def signed_grant(self, token: str) -> UploadGrant | DownloadGrant:
+        """What the URL's token grants, for SignedUrlRateLimit as for the action."""
+        return upload_grant(token) if self.action == "upload" else download_grant(token)
 
     @extend_schema(
         summary="Upload a file's content (the uploadUrl of PUT /v1/files)",
@@ -223,7 +243,7 @@ class FileUploadView(ApiView):
         request={"*/*": OpenApiTypes.BINARY},
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def put(self, request: Request, token: str) -> Response:
+    def upload(self, request: Request, token: str) -> Response:
         grant = upload_grant(token)
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         file = file_upload_receive(
@@ -234,23 +254,13 @@ class FileUploadView(ApiView):
         )
         return Response({"file": file_json(file)})
 
-
-class FileDownloadView(ApiView):
-    """A file's `url`: signed, so no Authorization."""
-
-    authentication_classes: list[type] = []
-    throttle_classes = [SignedUrlRateLimit]
-    signed_grant = staticmethod(download_grant)
-    permissions_by_method = {"GET": [AllowAny]}
-    path_parameters = [SIGNED_TOKEN]
-    error_statuses = (403, 404)
-
     @extend_schema(
         summary="Download a file's content (its url)",
+        description="A file's `url`: signed, so no Authorization.",
         operation_id="downloadFileContent",
         responses={(200, "*/*"): OpenApiTypes.BINARY, **ERRORS},
     )
-    def get(self, request: Request, token: str) -> FileResponse:
+    def download(self, request: Request, token: str) -> FileResponse:
         download = file_download_open(grant=download_grant(token))
         database_release()
         response = FileResponse(

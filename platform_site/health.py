@@ -11,36 +11,31 @@ from rest_framework.response import Response
 
 from platform_site.api.errors import Unavailable
 from platform_site.api.schema import ERROR
-from platform_site.api.views import ApiView
+from platform_site.api.views import ApiViewSet
 
 
-class HealthzView(ApiView):
-    """The process is up and answering."""
+class HealthViewSet(ApiViewSet):
+    """The probes: no credentials, never rate limited (a load balancer's
+    polling must never be refused)."""
 
     authentication_classes = []
-    permission_classes = [AllowAny]
-    rate_limited = False  # probes: a load balancer's polling must never be refused
+    permissions_by_action = {"live": [AllowAny], "ready": [AllowAny]}
+    rate_limited = False
 
     @extend_schema(
         summary="Liveness", operation_id="getLiveness", responses={200: OpenApiTypes.OBJECT}
     )
-    def get(self, request: Request) -> Response:
+    def live(self, request: Request) -> Response:
+        """The process is up and answering."""
         return Response({"status": "ok"})
-
-
-class ReadyzView(ApiView):
-    """The database and the broker are reachable: this process can do its work."""
-
-    authentication_classes = []
-    permission_classes = [AllowAny]
-    rate_limited = False  # probes: a load balancer's polling must never be refused
 
     @extend_schema(
         summary="Readiness",
         operation_id="getReadiness",
         responses={200: OpenApiTypes.OBJECT, 503: ERROR},
     )
-    def get(self, request: Request) -> Response:
+    def ready(self, request: Request) -> Response:
+        """The database and the broker are reachable: this process can do its work."""
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1")

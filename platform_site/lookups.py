@@ -16,7 +16,8 @@ def object_get(queryset: QuerySet[ModelT], *, object_id: str, prefix: str, noun:
     query; one of another tenant is NotFound, as is one that never was, so
     an answer tells nothing of others' objects."""
     if not is_id(object_id, prefix):
-        raise MalformedId(f"{object_id[:40]!r} is not a {noun} id")
+        article = "an" if noun[0] in "aeiou" else "a"
+        raise MalformedId(f"{object_id[:40]!r} is not {article} {noun} id")
     found = queryset.filter(pk=object_id).first()
     if found is None:
         raise NotFound(f"{noun.capitalize()} {object_id!r} not found")

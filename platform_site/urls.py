@@ -4,13 +4,13 @@ from drf_spectacular.renderers import OpenApiJsonRenderer
 from drf_spectacular.views import SpectacularAPIView
 
 from platform_site.docs import DocsView
-from platform_site.health import HealthzView, ReadyzView
+from platform_site.health import HealthViewSet
 from platform_site.metrics_endpoint import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("healthz", HealthzView.as_view(), name="healthz"),
-    path("readyz", ReadyzView.as_view(), name="readyz"),
+    path("healthz", HealthViewSet.as_view({"get": "live"}), name="healthz"),
+    path("readyz", HealthViewSet.as_view({"get": "ready"}), name="readyz"),
     # Not part of the API (nor of its OpenAPI document): for Prometheus.
     path("metrics", metrics_view, name="metrics"),
     path(

@@ -1,5 +1,5 @@
 """Delivery in the test's own thread and transaction: the engine's database
-steps (events.claims, events.delivery) called in order, and the requests sent
+steps (events.engine.claims, events.engine.delivery) called in order, and the requests sent
 by the engine's client on a loop of the test's own, as the engine does on its
 threads."""
 
@@ -7,9 +7,9 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
-from events.claims import Claimed, deliveries_claim
-from events.delivery import Delivery, deliveries_record
-from events.webhook_client import WebhookClient, WebhookResult
+from events.engine.claims import Claimed, deliveries_claim
+from events.engine.delivery import Delivery, deliveries_record
+from events.engine.webhook_client import WebhookClient, WebhookResult
 
 
 def send(deliveries: Sequence[Delivery]) -> list[WebhookResult]:

@@ -18,7 +18,7 @@ from bots.models import (
     Workflow,
     Workspace,
 )
-from bots.tokens import access_token_create
+from bots.services.tokens import access_token_create
 from chat.keys import user_key_issue
 from chat.models import ChatConnection
 from events.models import WAITING_STATUSES, Event, EventStatus

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from adminapi.audit_records import HOSTED_AUDIT_ACTIONS
-from bots.audit import PLATFORM, Actor
+from bots.actors import PLATFORM, Actor
 from bots.models import AuditAction, AuditRecord, Role
-from bots.services import bot_create, bot_signing_secret_rotate, bot_update
-from bots.tokens import access_token_create
+from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
+from bots.services.bots import bot_create, bot_signing_secret_rotate, bot_update
+from bots.services.tokens import access_token_create
 from tests.conftest import admin_api, assert_error
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory, token_for
 

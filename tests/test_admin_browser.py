@@ -12,8 +12,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from bots.models import AccessToken, AuditAction, AuditRecord, Membership, Role
-from bots.services import bot_create, workspace_create
-from bots.tokens import SHOWN_PREFIX_LENGTH, TOKEN_PREFIX
+from bots.services.bots import bot_create
+from bots.services.workspaces import workspace_create
+from bots.token_checks import SHOWN_PREFIX_LENGTH, TOKEN_PREFIX
 from tests.browser import Browser, browser  # noqa: F401
 from tests.factories import AccountFactory
 

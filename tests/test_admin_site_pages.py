@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from ulid import ULID
 
-from bots.audit import Actor, audit
+from bots.actors import Actor
 from bots.models import (
     AccessToken,
     AuditAction,
@@ -24,7 +24,9 @@ from bots.models import (
     Workspace,
     WorkspaceSettings,
 )
-from bots.tokens import access_token_create, hash_token
+from bots.services.audit import audit
+from bots.services.tokens import access_token_create
+from bots.token_checks import hash_token
 from events.models import Event
 from tests.factories import (
     AccountFactory,

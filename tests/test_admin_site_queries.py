@@ -8,10 +8,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from bots.actors import Actor
 from bots.admin import WorkspaceScoped
-from bots.audit import Actor, audit
 from bots.models import AuditAction, Role, WorkspaceSettings
-from bots.tokens import access_token_create
+from bots.services.audit import audit
+from bots.services.tokens import access_token_create
 from events.models import AttemptOutcome, DeliveryAttempt
 from tests.factories import (
     AccountFactory,

@@ -5,9 +5,10 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
+from bots.actors import Actor
 from bots.admin import WorkspaceScoped
-from bots.audit import Actor, audit
 from bots.models import AccessToken, AuditAction, AuditRecord, Bot, Membership, Role
+from bots.services.audit import audit
 from chat.models import ChatConnection
 from tests.factories import AccountFactory, BotFactory, MembershipFactory, WorkspaceFactory
 from tests.test_admin_site_queries import workspace_with_everything

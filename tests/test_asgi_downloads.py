@@ -21,7 +21,7 @@ from django.core.files.storage import storages
 from django.db import connection
 from rest_framework.test import APIClient
 
-from files import downloads, views
+from files import streaming, views
 from files.models import File
 from files.signed_urls import download_url
 from files.storage import blob_save
@@ -115,7 +115,7 @@ def test_an_attachment_keeps_its_disposition(opened):
 
 
 def test_the_file_is_closed_when_the_client_hangs_up_mid_way(opened):
-    data = b"x" * (8 * downloads.ASYNC_CHUNK_SIZE)
+    data = b"x" * (8 * streaming.ASYNC_CHUNK_SIZE)
     file = stored_file(data, key="docs/big.txt", content_type="text/plain")
     done = download(download_url(file), opened, hang_up_after=1)
     assert not done.complete
@@ -129,7 +129,7 @@ def test_the_database_connection_goes_back_before_the_content_streams(opened, mo
     async def chunks(content: IO[bytes]) -> AsyncIterator[bytes]:
         # Asked in the request's thread, where the view ran its lookups.
         held.append(await sync_to_async(lambda: connection.connection is not None)())
-        async for chunk in downloads.content_chunks(content):
+        async for chunk in streaming.content_chunks(content):
             yield chunk
 
     monkeypatch.setattr(views, "content_chunks", chunks)

@@ -6,9 +6,10 @@ from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from bots.audit import Actor
+from bots.actors import Actor
 from bots.models import AuditRecord
-from bots.services import bot_create, workspace_create
+from bots.services.bots import bot_create
+from bots.services.workspaces import workspace_create
 
 pytestmark = pytest.mark.django_db
 

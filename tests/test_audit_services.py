@@ -9,7 +9,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 from django.test import RequestFactory
 
-from bots.audit import PLATFORM, Actor, actor_of
+from bots.actors import PLATFORM, Actor, actor_of
 from bots.models import (
     AccessToken,
     AppendOnlyError,
@@ -19,15 +19,11 @@ from bots.models import (
     Role,
     WorkspaceSettings,
 )
-from bots.services import (
-    bot_create,
-    bot_delete,
-    bot_signing_secret_rotate,
-    bot_update,
-    workspace_create,
-)
-from bots.tokens import access_token_create, access_token_revoke
-from bots.workspace_settings import workspace_settings_get, workspace_settings_update
+from bots.selectors.workspace_settings import workspace_settings_get
+from bots.services.bots import bot_create, bot_delete, bot_signing_secret_rotate, bot_update
+from bots.services.tokens import access_token_create, access_token_revoke
+from bots.services.workspace_settings import workspace_settings_update
+from bots.services.workspaces import workspace_create
 from tests.factories import AccountFactory, BotFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db

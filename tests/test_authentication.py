@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from bots.models import AccessToken, Role
-from bots.tokens import access_token_create, access_token_revoke
+from bots.services.tokens import access_token_create, access_token_revoke
 from events.models import Event
 from platform_site.api.ids import new_id
 from tests.conftest import assert_error

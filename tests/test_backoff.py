@@ -7,7 +7,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from events.backoff import next_attempt_time, parse_retry_after, retry_delay
+from events.engine.backoff import next_attempt_time, parse_retry_after, retry_delay
 
 NOW = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 YEAR = 365 * 24 * 3600.0

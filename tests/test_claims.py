@@ -16,10 +16,10 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from events import tasks
-from events.claims import deliveries_claim
 from events.engine import wakeups
+from events.engine.claims import deliveries_claim
 from events.models import DeliveryAttempt, Event, EventStatus
-from events.services import event_record
+from events.services.events import event_record
 from tests.delivering import deliver_claimed
 from tests.factories import BotFactory, EventFactory
 

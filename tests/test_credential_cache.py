@@ -20,10 +20,11 @@ from bots import credential_cache, credential_invalidation
 from bots.credential_cache import CredentialCache
 from bots.credential_invalidation import credentials_changed
 from bots.credentials import bot_grants, credentials_for_bot, credentials_for_workspace
-from bots.members import member_add, member_remove, member_role_change
 from bots.models import AccessToken, Bot, Membership, Role, User
-from bots.services import bot_delete
-from bots.tokens import InvalidToken, access_token_create, access_token_revoke
+from bots.services.bots import bot_delete
+from bots.services.members import member_add, member_remove, member_role_change
+from bots.services.tokens import access_token_create, access_token_revoke
+from bots.token_checks import InvalidToken
 from chat.credentials import chat_connection_for_webhook, chat_user_for_key
 from chat.models import ChatConnection
 from chat.services.users import chat_user_delete

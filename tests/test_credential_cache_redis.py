@@ -19,10 +19,10 @@ from django.conf import settings as django_settings
 from bots import credential_invalidation
 from bots.credential_invalidation import channel_name, listening_since
 from bots.credentials import bot_grants
-from bots.members import member_remove, member_role_change
 from bots.models import AccessToken, Bot, Membership, Role
-from bots.services import bot_delete
-from bots.tokens import access_token_create, access_token_revoke
+from bots.services.bots import bot_delete
+from bots.services.members import member_remove, member_role_change
+from bots.services.tokens import access_token_create, access_token_revoke
 from chat.services.users import chat_user_delete
 from tests.factories import (
     BotFactory,

@@ -17,10 +17,10 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 import tests.delivering
 from bots.models import Bot
 from bots.models.bot import new_signing_secret
-from events.claims import deliveries_claim
-from events.delivery import deliveries_record
+from events.engine.claims import deliveries_claim
+from events.engine.delivery import deliveries_record
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
-from events.services import event_record, events_retry
+from events.services.events import event_record, events_retry
 from tests.delivering import deliver_claimed, send
 from tests.factories import (
     BotFactory,

@@ -24,7 +24,7 @@ from events.engine import loop as engine_loop
 from events.engine.loop import EngineConfig
 from events.engine.process import EngineThread
 from events.models import DeliveryAttempt, Event, EventStatus
-from events.services import event_record
+from events.services.events import event_record
 from tests.factories import BotFactory, EventFactory
 from tests.receiver import Answer, Receiver
 from tests.worker import wait_until

@@ -19,7 +19,7 @@ from django.db import transaction
 from standardwebhooks.webhooks import Webhook
 
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
-from events.services import event_record
+from events.services.events import event_record
 from tests.receiver import Answer
 from tests.worker import Workers, celery_queue, wait_until, workers
 

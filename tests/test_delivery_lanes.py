@@ -2,10 +2,10 @@
 cuts the share of a failing webhook and gives it back, and which bots it
 stops claiming for."""
 
-from events.delivery import Delivery
 from events.engine import lanes as lanes_module
+from events.engine.delivery import Delivery
 from events.engine.lanes import Lanes
-from events.webhook_client import WebhookRequest
+from events.engine.webhook_client import WebhookRequest
 
 NOW = 1_795_000_000.0
 _counter = iter(range(1_000_000))

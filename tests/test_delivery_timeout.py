@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bots.models import Bot, Workspace, WorkspaceSettings
-from events.delivery import start_slack, timeout_ceiling
+from events.engine.delivery import start_slack, timeout_ceiling
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from tests.delivering import deliver_due
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory

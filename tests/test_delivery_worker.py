@@ -15,7 +15,7 @@ from standardwebhooks.webhooks import Webhook
 
 from bots.models import Bot
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
-from events.services import event_create
+from events.services.events import event_create
 from tests.factories import BotFactory
 from tests.receiver import Answer, Received
 from tests.worker import Workers, celery_queue, wait_until, workers

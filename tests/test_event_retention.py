@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from bots.models import Bot, Workspace, WorkspaceSettings
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
-from events.retention import events_purge_expired
+from events.services.retention import events_purge_expired
 from events.tasks import purge_expired_events
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 

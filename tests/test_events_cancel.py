@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from bots.models import Role
-from events.claims import deliveries_claim
+from events.engine.claims import deliveries_claim
 from events.models import Event, EventStatus
-from events.services import event_cancel
+from events.services.events import event_cancel
 from platform_site.api.ids import new_id
 from tests.conftest import assert_error
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory

@@ -10,8 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from files.indexing import IndexingOutcome, file_index
 from files.models import File
+from files.services.indexing import IndexingOutcome, file_index
 from tests.conftest import upload
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bots.models import Conversation, Message, Participant, User
-from chat.selectors import conversation_reference_and_author
+from chat.selectors.conversations import conversation_reference_and_author
 from events.models import Event, EventStatus
-from platform_site.api.errors import Forbidden, ReferenceNotFound
+from platform_site.domain_errors import MissingReference, NotPermitted
 from platform_site.row_insert import insert_statement, row_insert, rows_write, update_statement
 from tests.factories import BotFactory, ConversationFactory, ParticipantFactory, UserFactory
 
@@ -146,13 +146,13 @@ def test_the_reference_and_author_read_back_as_the_orm_reads_them():
 def test_the_reference_and_author_refusals():
     participant = ParticipantFactory()
     stranger = UserFactory(bot=participant.conversation.bot)
-    with pytest.raises(ReferenceNotFound):
+    with pytest.raises(MissingReference):
         conversation_reference_and_author(user=stranger, chat_id="no-such-conversation")
-    with pytest.raises(Forbidden):
+    with pytest.raises(NotPermitted):
         conversation_reference_and_author(user=stranger, chat_id=participant.conversation.chat_id)
     gone = participant.user
     chat_id = participant.conversation.chat_id
     User.objects.filter(pk=gone.pk).delete()
     # Its participations went with it: not a participant any more.
-    with pytest.raises(Forbidden):
+    with pytest.raises(NotPermitted):
         conversation_reference_and_author(user=gone, chat_id=chat_id)

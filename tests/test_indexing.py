@@ -9,12 +9,17 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from files import indexing
-from files.indexing import IndexingOutcome, file_index, files_requeue_stalled
 from files.models import File, FileStatus, Passage
 from files.passage_data import PassageData
-from files.services import file_passages_set, file_reindex, file_upsert, files_delete_expired
-from platform_site.api.errors import InvalidPayload
+from files.services import indexing
+from files.services.files import (
+    file_passages_set,
+    file_reindex,
+    file_upsert,
+    files_delete_expired,
+)
+from files.services.indexing import IndexingOutcome, file_index, files_requeue_stalled
+from platform_site.domain_errors import InvalidValue
 from tests.conftest import assert_error, upload
 from tests.documents import encrypted_pdf, garbage_pdf, make_html, make_pdf, truncated_pdf
 from tests.factories import AccountFactory
@@ -282,7 +287,7 @@ def test_reindex_replaces_the_set_and_a_reader_never_mixes_them(client):
 
 def test_reindex_needs_content(client, bot):
     file = file_upsert(bot=bot, key="empty.txt", size=5)
-    with pytest.raises(InvalidPayload, match="no content"):
+    with pytest.raises(InvalidValue, match="no content"):
         file_reindex(file=file)
 
 

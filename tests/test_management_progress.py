@@ -25,11 +25,11 @@ from django.utils import timezone
 
 from bots.models import Bot
 from events.models import Event, EventStatus
-from events.retention import events_purge_expired_batches
+from events.services.retention import events_purge_expired_batches
 from files.models import File, FileStatus, Passage
-from files.services import file_upsert
+from files.services.files import file_upsert
+from files.services.uploads import file_upload_receive
 from files.signed_urls import UploadGrant
-from files.uploads import file_upload_receive
 from tests.documents import garbage_pdf
 from tests.factories import BotFactory, EventFactory, FileFactory, WorkspaceFactory
 from tests.worker import PROJECT_DIR, celery_queue, worker_database_url  # noqa: F401

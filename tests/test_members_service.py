@@ -7,7 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import close_old_connections
 
-from bots.members import (
+from bots.models import AuditAction, AuditRecord, Membership, Role
+from bots.services.members import (
     LAST_OWNER,
     ONLY_OWNERS,
     account_for_email,
@@ -15,8 +16,7 @@ from bots.members import (
     member_remove,
     member_role_change,
 )
-from bots.models import AuditAction, AuditRecord, Membership, Role
-from platform_site.api.errors import AlreadyExists, Forbidden
+from platform_site.domain_errors import AlreadyExists, NotPermitted
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +40,7 @@ def test_an_administrator_adds_a_member():
 @pytest.mark.parametrize("acting_role", [Role.ADMINISTRATOR, Role.MANAGER])
 def test_only_an_owner_makes_an_owner(acting_role):
     workspace = WorkspaceFactory()
-    with pytest.raises(Forbidden, match=ONLY_OWNERS):
+    with pytest.raises(NotPermitted, match=ONLY_OWNERS):
         member_add(
             workspace=workspace, account=AccountFactory(), role=Role.OWNER, acting_role=acting_role
         )
@@ -77,11 +77,11 @@ def test_an_administrator_neither_promotes_to_nor_demotes_from_owner():
     owner = MembershipFactory(role=Role.OWNER)
     MembershipFactory(workspace=owner.workspace, role=Role.OWNER)
     viewer = MembershipFactory(workspace=owner.workspace, role=Role.VIEWER)
-    with pytest.raises(Forbidden, match=ONLY_OWNERS):
+    with pytest.raises(NotPermitted, match=ONLY_OWNERS):
         member_role_change(membership=viewer, role=Role.OWNER, acting_role=Role.ADMINISTRATOR)
-    with pytest.raises(Forbidden, match=ONLY_OWNERS):
+    with pytest.raises(NotPermitted, match=ONLY_OWNERS):
         member_role_change(membership=owner, role=Role.VIEWER, acting_role=Role.ADMINISTRATOR)
-    with pytest.raises(Forbidden, match=ONLY_OWNERS):
+    with pytest.raises(NotPermitted, match=ONLY_OWNERS):
         member_remove(membership=owner, acting_role=Role.ADMINISTRATOR)
     assert Membership.objects.filter(role=Role.OWNER).count() == 2
     assert records(AuditAction.MEMBER_ROLE_CHANGED) + records(AuditAction.MEMBER_REMOVED) == 0
@@ -89,11 +89,11 @@ def test_an_administrator_neither_promotes_to_nor_demotes_from_owner():
 
 def test_the_last_owner_stays():
     owner = MembershipFactory(role=Role.OWNER)
-    with pytest.raises(Forbidden, match=LAST_OWNER):
+    with pytest.raises(NotPermitted, match=LAST_OWNER):
         member_role_change(membership=owner, role=Role.ADMINISTRATOR, acting_role=Role.OWNER)
-    with pytest.raises(Forbidden, match=LAST_OWNER):
+    with pytest.raises(NotPermitted, match=LAST_OWNER):
         member_remove(membership=owner, acting_role=Role.OWNER)
-    with pytest.raises(Forbidden, match=LAST_OWNER):
+    with pytest.raises(NotPermitted, match=LAST_OWNER):
         member_remove(membership=owner)  # not even the platform
     owner.refresh_from_db()
     assert owner.role == Role.OWNER
@@ -138,7 +138,7 @@ def test_two_owners_demoting_each_other_at_once_leave_one_owner():
             barrier.wait()
             member_role_change(membership=membership, role=Role.VIEWER, acting_role=Role.OWNER)
             outcomes.append("demoted")
-        except Forbidden:
+        except NotPermitted:
             outcomes.append("refused")
         finally:
             close_old_connections()

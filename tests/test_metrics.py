@@ -18,14 +18,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from bots.models import AccessToken, Bot, Workspace
-from bots.workspace_settings import workspace_settings_get, workspace_settings_update
-from events.claims import deliveries_claim
+from bots.selectors.workspace_settings import workspace_settings_get
+from bots.services.workspace_settings import workspace_settings_update
+from events.engine.claims import deliveries_claim
 from events.engine.loop import EngineConfig
 from events.engine.process import EngineThread
 from events.models import Event, EventStatus
-from events.services import event_record
-from files.indexing import IndexingOutcome, file_index, files_requeue_stalled
+from events.services.events import event_record
 from files.models import File, FileStatus
+from files.services.indexing import IndexingOutcome, file_index, files_requeue_stalled
 from platform_site import metrics, metrics_endpoint
 from platform_site.api import rate_limit
 from platform_site.metrics_files import host_registry

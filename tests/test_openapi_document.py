@@ -12,7 +12,7 @@ import pytest
 from drf_spectacular.validation import validate_schema
 from rest_framework.test import APIClient
 
-from bots.message_payloads import PAYLOAD_TYPES
+from chat.message_payloads import PAYLOAD_TYPES
 from platform_site.api.errors import APIError
 from platform_site.api.ids import new_id
 

@@ -1,4 +1,4 @@
-"""The passages page as JSON written by the database (files.passage_json),
+"""The passages page as JSON written by the database (files.selectors.passages_sql),
 held to the model instances through the presenter (files.presenters.passage_json),
 value for value, on whichever database the suite runs (PostgreSQL or SQLite)."""
 
@@ -10,12 +10,12 @@ from django.core import signing
 
 from bots.models import Role
 from files.models import Passage, PassageSubtype, PassageType
-from files.passage_json import passages_page_body
-from files.presenters import passage_json
-from files.selectors import file_get, passages_list, passages_page
-from platform_site.api.errors import APIError, InvalidIdentifier, ResourceNotFound
+from files.presenters import passage_json, passages_page_body
+from files.selectors.files import file_get
+from files.selectors.passages import passages_list, passages_page
 from platform_site.api.ids import new_id
 from platform_site.api.pagination import PageRequest
+from platform_site.domain_errors import DomainError, MalformedId, NotFound
 from tests.conftest import assert_error
 from tests.factories import BotFactory, FileFactory, PassageFactory
 
@@ -121,7 +121,8 @@ def test_empty_file(file):
     assert database_page(file, size=200) == ([], None)
     page = passages_page(bot=file.bot, id_or_key=file.key, page=PageRequest(size=200, token=None))
     assert page.passages == "[]"
-    assert json.loads(page.body()) == {"passages": [], "meta": {}}
+    body = passages_page_body(passages=page.passages, next_token=page.next_token)
+    assert json.loads(body) == {"passages": [], "meta": {}}
 
 
 @pytest.mark.parametrize(("count", "size"), [(1, 1), (2, 1), (20, 20), (21, 20), (45, 7), (7, 200)])
@@ -181,7 +182,7 @@ def found_by_page(bot, ref):
     for `ref`, or the error it raises."""
     try:
         page = passages_page(bot=bot, id_or_key=ref, page=PageRequest(size=1, token=None))
-    except APIError as error:
+    except DomainError as error:
         return type(error), error.message
     return json.loads(page.passages)[0]["content"]
 
@@ -189,7 +190,7 @@ def found_by_page(bot, ref):
 def found_by_file_get(bot, ref):
     try:
         file = file_get(bot=bot, id_or_key=ref)
-    except APIError as error:
+    except DomainError as error:
         return type(error), error.message
     return file.passages.get().content
 
@@ -240,9 +241,9 @@ def test_the_file_is_the_one_file_get_finds(bot):
     assert answers[spelled.id] == "of spelled.txt"
     assert answers[id_shaped_key] == f"of {id_shaped_key}"
     assert answers["later.txt"] == "of later.txt"
-    assert answers["expired.txt"][0] is ResourceNotFound
-    assert answers["theirs.txt"][0] is ResourceNotFound
-    assert answers[""][0] is InvalidIdentifier
+    assert answers["expired.txt"][0] is NotFound
+    assert answers["theirs.txt"][0] is NotFound
+    assert answers[""][0] is MalformedId
 
 
 # --- through the API ----------------------------------------------------------

@@ -16,7 +16,8 @@ from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
 from bots.models import AccessToken, Role, WorkspaceSettings
-from bots.workspace_settings import workspace_settings_get, workspace_settings_update
+from bots.selectors.workspace_settings import workspace_settings_get
+from bots.services.workspace_settings import workspace_settings_update
 from chat.keys import user_key_issue
 from chat.live.access import listener_admit
 from platform_site.api import rate_limit

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import chat.runtime.services
-from bots.message_payloads import PAYLOAD_TYPES
+import chat.services.messages
 from bots.models import Bot, Conversation, Message, Role, User
 from chat.live.bus import conversation_channel, live_bus
+from chat.message_payloads import PAYLOAD_TYPES
 from events.models import Event
 from tests.conftest import assert_error
 from tests.conftest import runtime_api as runtime
@@ -389,14 +389,14 @@ def test_chat_ids_are_not_runtime_ids(runtime_client, conversation, author):
 def test_an_author_deleted_before_the_commit(runtime_client, conversation, author, monkeypatch):
     """A reference deleted between its lookup and the commit is a missing
     reference, not a 500."""
-    resolve = chat.runtime.services.user_reference_get
+    resolve = chat.services.messages.user_reference_get
 
     def resolved_then_deleted(**kwargs: Any) -> Any:
         user = resolve(**kwargs)
         User.objects.filter(pk=user.pk).delete()
         return user
 
-    monkeypatch.setattr(chat.runtime.services, "user_reference_get", resolved_then_deleted)
+    monkeypatch.setattr(chat.services.messages, "user_reference_get", resolved_then_deleted)
     refused(post(runtime_client(), body_for(conversation, author)), "ReferenceNotFound", "deleted")
 
 

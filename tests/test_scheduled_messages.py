@@ -1,6 +1,6 @@
 """Bot messages with a `schedule`, and `POST /v1/chat/messages/get-or-create`:
 answered at once, out of every list, read and listener until due, then made
-by the workers' claim (events/claims.py) at the time they were due."""
+by the workers' claim (events/engine/claims.py) at the time they were due."""
 
 import json
 from collections.abc import Callable
@@ -14,8 +14,8 @@ from ulid import ULID
 from bots.models import Bot, Conversation, Message, User
 from chat.live.bus import conversation_channel
 from chat.models import ScheduledMessage
-from chat.runtime.scheduled import scheduled_messages_publish
-from events.claims import deliveries_claim
+from chat.services.scheduled_messages import scheduled_messages_publish
+from events.engine.claims import deliveries_claim
 from platform_site.api.fields import format_timestamp
 from tests.conftest import assert_error
 from tests.factories import ConversationFactory, EventFactory, ParticipantFactory, UserFactory

@@ -21,9 +21,9 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from bots.models import Bot
 from bots.models.bot import new_signing_secret
-from bots.services import bot_signing_secret_rotate
+from bots.services.bots import bot_signing_secret_rotate
 from chat.models import ChatConnection
-from events.services import event_record
+from events.services.events import event_record
 from platform_site import secret_fields
 from platform_site.secret_fields import (
     UndecryptableSecret,

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from bots.models import AccessToken, Bot, Membership, Role, Workspace
-from bots.tokens import hash_token
+from bots.token_checks import hash_token
 from files.models import File
 from tests.conftest import admin_api as admin
 from tests.conftest import assert_error

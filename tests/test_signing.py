@@ -1,4 +1,4 @@
-"""Signatures made by events.signing verify with the Standard Webhooks library,
+"""Signatures made by events.engine.signing verify with the Standard Webhooks library,
 for every secret a bot may have, and with no other."""
 
 import base64
@@ -9,7 +9,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from bots.models.bot import new_signing_secret
-from events.signing import signatures
+from events.engine.signing import signatures
 
 
 def headers(message_id: str, moment: datetime, signature: str) -> dict[str, str]:

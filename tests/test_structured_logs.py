@@ -24,9 +24,9 @@ from structlog.contextvars import bound_contextvars, get_contextvars
 
 import events.views
 from bots.models import Bot
-from events.claims import deliveries_claim
+from events.engine.claims import deliveries_claim
 from events.models import Event, EventStatus
-from events.services import event_record
+from events.services.events import event_record
 from events.tasks import purge_expired_events
 from files.tasks import index_file
 from platform_site.celery import app

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import uvloop
 
-from events import webhook_client
-from events.webhook_client import (
+from events.engine import webhook_client
+from events.engine.webhook_client import (
     Failure,
     InvalidUrl,
     WebhookClient,

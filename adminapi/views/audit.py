@@ -2,13 +2,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from adminapi.audit_records import audit_records_list, audit_workspace_check
 from adminapi.presenters import audit_record_json
 from adminapi.schema import AuditRecordListSerializer
 from adminapi.serializers import AuditRecordQuery
 from adminapi.views.base import AdminViewSet
 from bots.permissions import CanReadAudit
 from bots.principals import workspace_principal
+from bots.selectors.audit_records import audit_records_list, audit_workspace_check
 from platform_site.api.pagination import page_request
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE

@@ -1,6 +1,6 @@
 from rest_framework.request import Request
 
-from bots.audit import Actor, actor_of
+from bots.actors import Actor, actor_of
 from bots.authentication import WorkspaceTokenAuthentication
 from bots.principals import workspace_principal
 from platform_site.api.views import ApiViewSet

@@ -5,8 +5,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from adminapi.bot_logs import bot_logs_list
-from adminapi.bots import bot_get, bots_list
 from adminapi.presenters import bot_json, bot_log_json, bot_summary_json
 from adminapi.schema import BotAnswerSerializer, BotListSerializer
 from adminapi.serializers import BotListQuery, BotLogQuery, BotWriteSerializer
@@ -14,7 +12,9 @@ from adminapi.views.base import AdminViewSet, request_actor
 from bots.idempotency import idempotent_create
 from bots.permissions import CanReadBots, CanReadRuntime, CanWriteBots
 from bots.principals import workspace_principal
-from bots.services import bot_create, bot_delete, bot_update
+from bots.selectors.bots import bot_get, bots_list
+from bots.services.bots import bot_create, bot_delete, bot_update
+from events.selectors.attempts import bot_logs_list
 from platform_site.api.pagination import page_request
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS

@@ -3,15 +3,15 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from adminapi.members import member_invite, members_list, membership_get, membership_of
 from adminapi.presenters import member_json
 from adminapi.schema import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
 from adminapi.views.base import AdminViewSet, request_actor
 from bots.idempotency import idempotent_create
-from bots.members import member_remove, member_role_change
 from bots.permissions import CanManageMembers, CanReadMembers
 from bots.principals import workspace_principal
+from bots.selectors.members import members_list, membership_get, membership_of
+from bots.services.members import member_invite, member_remove, member_role_change
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
 

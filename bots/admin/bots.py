@@ -12,11 +12,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
+from bots.actors import actor_of
 from bots.admin.saved import adopt
 from bots.admin.scoping import WorkspaceScoped
-from bots.audit import actor_of
 from bots.models import Bot, Integration, IntegrationInstallation, Workflow
-from bots.services import (
+from bots.services.bots import (
     BOT_UPDATABLE_FIELDS,
     bot_create,
     bot_delete,
@@ -45,6 +45,20 @@ class InstallationInline(WorkspaceScoped, admin.TabularInline):
         return super().get_queryset(request).select_related("integration")
 
 
+# What staff may change on a bot; the rest is shown, read only, once it exists.
+_EDITABLE = ("name", "tags", "dev", "webhook_url")
+_SHOWN_ONCE_MADE = (
+    "id",
+    "workspace",
+    "deployed_at",
+    "signing_secret",
+    "previous_signing_secret_expires_at",
+    "created_at",
+    "updated_at",
+    "recent_events",
+)
+
+
 @admin.register(Bot)
 class BotAdmin(WorkspaceScoped, admin.ModelAdmin):
     list_display = ["name", "id", "workspace", "dev", "deployed_at", "updated_at"]
@@ -61,37 +75,13 @@ class BotAdmin(WorkspaceScoped, admin.ModelAdmin):
     actions = ["rotate_signing_secret"]
 
     def get_fields(self, request: HttpRequest, obj: Bot | None = None) -> tuple[str, ...]:
-        editable = ("name", "tags", "dev", "webhook_url")
         if obj is None:
-            return (
-                "workspace",
-                *editable,
-            )
-        return (
-            "id",
-            "workspace",
-            *editable,
-            "deployed_at",
-            "signing_secret",
-            "previous_signing_secret_expires_at",
-            "created_at",
-            "updated_at",
-            "recent_events",
-        )
+            return ("workspace", *_EDITABLE)
+        # The workspace after the id, where a reader looks for whose bot it is.
+        return (*_SHOWN_ONCE_MADE[:2], *_EDITABLE, *_SHOWN_ONCE_MADE[2:])
 
     def get_readonly_fields(self, request: HttpRequest, obj: Bot | None = None) -> list[str]:
-        if obj is None:
-            return []
-        return [
-            "id",
-            "workspace",
-            "deployed_at",
-            "signing_secret",
-            "previous_signing_secret_expires_at",
-            "created_at",
-            "updated_at",
-            "recent_events",
-        ]
+        return [] if obj is None else list(_SHOWN_ONCE_MADE)
 
     def get_inlines(self, request: HttpRequest, obj: Bot | None) -> list[Any]:
         # Integrations are installed on the installation page, once the bot exists.

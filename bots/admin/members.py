@@ -14,13 +14,13 @@ from django.db.models import QuerySet
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from bots.actors import actor_of
 from bots.admin.refusals import refusal
 from bots.admin.saved import RequestFormSetMixin, ServiceFormSet, adopt, marked_for_deletion
 from bots.admin.scoping import WorkspaceScoped, acting_role
-from bots.audit import actor_of
-from bots.members import account_for_email, member_add, member_remove, member_role_change
 from bots.models import Membership, Role, Workspace
-from platform_site.api.errors import AlreadyExists, Forbidden
+from bots.services.members import account_for_email, member_add, member_remove, member_role_change
+from platform_site.domain_errors import DomainError
 
 
 def _fresh(membership_id: str) -> Membership:
@@ -141,7 +141,7 @@ class MembershipAdmin(WorkspaceScoped, admin.ModelAdmin):
     ) -> HttpResponse:
         try:
             return super().delete_view(request, object_id, extra_context)
-        except (Forbidden, AlreadyExists) as refused:
+        except DomainError as refused:
             # The view's transaction rolled back; say why, on the same page.
             self.message_user(request, refused.message, messages.ERROR)
             return HttpResponseRedirect(request.path)
@@ -153,7 +153,7 @@ class MembershipAdmin(WorkspaceScoped, admin.ModelAdmin):
             try:
                 self.delete_model(request, membership)
                 removed += 1
-            except Forbidden as refused:
+            except DomainError as refused:
                 self.message_user(request, f"{membership}: {refused.message}", messages.ERROR)
         self.message_user(request, f"{removed} member(s) removed.", messages.SUCCESS)
 

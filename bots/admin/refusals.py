@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from django.db import transaction
 
-from bots.members import lock_members
-from platform_site.api.errors import AlreadyExists, Forbidden
+from bots.services.members import lock_members
+from platform_site.domain_errors import DomainError
 
 
 class _RolledBack(Exception):
@@ -28,5 +28,5 @@ def refusal(workspace_id: str, changes: Callable[[], object]) -> str | None:
             raise _RolledBack
     except _RolledBack:
         return None
-    except (Forbidden, AlreadyExists) as refused:
+    except DomainError as refused:
         return refused.message

@@ -17,11 +17,15 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from bots.actors import actor_of
 from bots.admin.saved import adopt
 from bots.admin.scoping import WorkspaceScoped, managed_workspaces
-from bots.audit import actor_of
 from bots.models import AccessToken, Membership
-from bots.tokens import access_token_create, access_token_rate_limit_change, access_token_revoke
+from bots.services.tokens import (
+    access_token_create,
+    access_token_rate_limit_change,
+    access_token_revoke,
+)
 
 # Ten years: past that, "never" says it better.
 TOKEN_DAYS_MAX = 3650

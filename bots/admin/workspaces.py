@@ -13,15 +13,16 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from bots.actors import actor_of
 from bots.admin.credentials import ForgetsCredentials
 from bots.admin.members import MemberInline
 from bots.admin.saved import RequestFormSetMixin, ServiceFormSet, adopt, marked_for_deletion
 from bots.admin.scoping import WorkspaceScoped
-from bots.audit import actor_of
-from bots.members import account_for_email
 from bots.models import Bot, Workspace, WorkspaceSettings
-from bots.services import BOT_UPDATABLE_FIELDS, bot_create, bot_delete, bot_update, workspace_create
-from bots.workspace_settings import SETTINGS_FIELDS, workspace_settings_update
+from bots.services.bots import BOT_UPDATABLE_FIELDS, bot_create, bot_delete, bot_update
+from bots.services.members import account_for_email
+from bots.services.workspace_settings import SETTINGS_FIELDS, workspace_settings_update
+from bots.services.workspaces import workspace_create
 from platform_site.api.ids import id_floor
 
 

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.validators import RegexValidator
 
-from bots.message_payloads import MessagePayloadField
 from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
+from chat.message_payloads import MessagePayloadField
 from platform_site.api.fields import (
     HttpUrlField,
     JSONObjectField,

@@ -8,56 +8,81 @@ of conversation `a/b` are at `conversations/a/b/messages`. The live stream's
 
 from django.urls import path, re_path
 
-from chat.interface.base import HelloView
-from chat.interface.conversations import (
-    ConversationCollectionView,
-    ConversationDetailView,
-    ConversationGetOrCreateView,
-)
-from chat.interface.events import ChatEventCollectionView, ChatEventDetailView
-from chat.interface.messages import (
-    ConversationMessagesView,
-    MessageCollectionView,
-    MessageDetailView,
-)
-from chat.interface.participants import ParticipantCollectionView, ParticipantDetailView
-from chat.interface.users import CurrentUserView, UserCollectionView, UserGetOrCreateView
+from chat.authentication import SignedUserKeyAuthentication
+from chat.interface.views.base import HelloViewSet
+from chat.interface.views.chat_events import ChatEventViewSet
+from chat.interface.views.conversations import ConversationViewSet
+from chat.interface.views.messages import MessageViewSet
+from chat.interface.views.participants import ParticipantViewSet
+from chat.interface.views.users import UserViewSet
 
 CONVERSATION = r"conversations/(?P<conversation_id>.+)"
 
 # Included under chat/<str:webhook_id>/ by chat/urls.py.
 urlpatterns = [
-    path("hello", HelloView.as_view(), name="chat-hello"),
+    path("hello", HelloViewSet.as_view({"get": "hello"}), name="chat-hello"),
     # @botpress/chat's connect() calls GET {apiUrl}/hello/ (axios baseURL
     # `…/hello` and get("/")): the same view, left out of the OpenAPI document.
-    path("hello/", HelloView.as_view(schema=None)),
-    path("users", UserCollectionView.as_view(), name="chat-users"),
-    path("users/me", CurrentUserView.as_view(), name="chat-user-me"),
-    path("users/get-or-create", UserGetOrCreateView.as_view(), name="chat-user-get-or-create"),
-    path("conversations", ConversationCollectionView.as_view(), name="chat-conversations"),
+    path("hello/", HelloViewSet.as_view({"get": "hello"}, schema=None)),
+    # No key yet: this is where a client gets one.
+    path(
+        "users",
+        UserViewSet.as_view({"post": "create"}, authentication_classes=[]),
+        name="chat-users",
+    ),
+    path(
+        "users/me",
+        UserViewSet.as_view({"get": "me", "put": "update_me", "delete": "delete_me"}),
+        name="chat-user-me",
+    ),
+    # A key whose user may not exist yet: this makes it.
+    path(
+        "users/get-or-create",
+        UserViewSet.as_view(
+            {"post": "get_or_create"}, authentication_classes=[SignedUserKeyAuthentication]
+        ),
+        name="chat-user-get-or-create",
+    ),
+    path(
+        "conversations",
+        ConversationViewSet.as_view({"post": "create", "get": "list"}),
+        name="chat-conversations",
+    ),
     path(
         "conversations/get-or-create",
-        ConversationGetOrCreateView.as_view(),
+        ConversationViewSet.as_view({"post": "get_or_create"}),
         name="chat-conversation-get-or-create",
     ),
     re_path(
         rf"^{CONVERSATION}/messages$",
-        ConversationMessagesView.as_view(),
+        MessageViewSet.as_view({"get": "list"}),
         name="chat-conversation-messages",
     ),
     re_path(
         rf"^{CONVERSATION}/participants$",
-        ParticipantCollectionView.as_view(),
+        ParticipantViewSet.as_view({"get": "list", "post": "create"}),
         name="chat-participants",
     ),
     re_path(
         rf"^{CONVERSATION}/participants/(?P<user_id>.+)$",
-        ParticipantDetailView.as_view(),
+        ParticipantViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="chat-participant",
     ),
-    re_path(rf"^{CONVERSATION}$", ConversationDetailView.as_view(), name="chat-conversation"),
-    path("messages", MessageCollectionView.as_view(), name="chat-messages"),
-    path("messages/<str:message_id>", MessageDetailView.as_view(), name="chat-message"),
-    path("events", ChatEventCollectionView.as_view(), name="chat-events"),
-    path("events/<str:event_id>", ChatEventDetailView.as_view(), name="chat-event"),
+    re_path(
+        rf"^{CONVERSATION}$",
+        ConversationViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        name="chat-conversation",
+    ),
+    path("messages", MessageViewSet.as_view({"post": "create"}), name="chat-messages"),
+    path(
+        "messages/<str:message_id>",
+        MessageViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        name="chat-message",
+    ),
+    path("events", ChatEventViewSet.as_view({"post": "create"}), name="chat-events"),
+    path(
+        "events/<str:event_id>",
+        ChatEventViewSet.as_view({"get": "retrieve"}),
+        name="chat-event",
+    ),
 ]

@@ -1,28 +1,25 @@
 """Who may listen to a conversation: a participant, by the `x-user-key` of
 the chat connection that the URL names. Checked in the order of the other chat
 routes: unknown webhook 404, wrong method 405, key 401, conversation id 400,
-unknown conversation 404, not a participant 403."""
+unknown conversation 404, not a participant 403. What refuses the request
+itself (webhook, method, key, rate) is the API's error; what refuses the
+conversation, the domain's, as the chat interface's selectors refuse it."""
 
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
-from django.db.models import Exists, F, OuterRef
+from django.db.models import F
 
-from bots.models import Conversation, Participant, User
+from bots.models import Conversation, User
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.keys import InvalidUserKey, is_chat_id, user_key_read
 from chat.models import ChatConnection
+from chat.selectors.participants import not_a_participant, takes_part
 from chat.throttles import chat_policies
 from platform_site.api.database import database_release
-from platform_site.api.errors import (
-    Forbidden,
-    InvalidIdentifier,
-    MethodNotFound,
-    RateLimited,
-    ResourceNotFound,
-    Unauthorized,
-)
+from platform_site.api.errors import MethodNotFound, RateLimited, ResourceNotFound, Unauthorized
 from platform_site.api.rate_limit import Decision, rate_limit_headers, rate_limit_hit
+from platform_site.domain_errors import MalformedId, NotFound
 
 
 @dataclass(frozen=True)
@@ -41,66 +38,46 @@ async def listener_admit(
     conversation_chat_id: str,
     remote_addr: str,
 ) -> Listener:
-    """The listener a request stands for, or the API error that refuses it."""
+    """The listener a request stands for, or the error that refuses it."""
     try:
-        return await _listener_admit(
-            webhook_id=webhook_id,
-            method=method,
-            key=key,
-            conversation_chat_id=conversation_chat_id,
-            remote_addr=remote_addr,
+        chat = (
+            await ChatConnection.objects.filter(webhook_id=webhook_id)
+            .annotate(bot_workspace_id=F("bot__workspace_id"))
+            .afirst()
+        )
+        if chat is None:
+            raise ResourceNotFound(f"Chat {webhook_id!r} not found")
+        if method != "GET":
+            raise MethodNotFound(
+                f"Method {method!r} not allowed on the live stream: use GET",
+                headers={"Allow": "GET"},
+            )
+        user = await _key_user(chat=chat, key=key)
+        # Counted where the other chat routes count: once the key is known good.
+        rate_limit = await sync_to_async(_rate_limit_hit)(
+            bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
+        )
+        if not is_chat_id(conversation_chat_id):
+            raise MalformedId(f"{conversation_chat_id[:80]!r} is not a conversation id")
+        conversation = await (
+            Conversation.objects.filter(bot_id=chat.bot_id, chat_id=conversation_chat_id)
+            .annotate(is_participant=takes_part(user))
+            .only("id")
+            .afirst()
+        )
+        if conversation is None:
+            raise NotFound(f"Conversation {conversation_chat_id!r} not found")
+        if not conversation.is_participant:
+            raise not_a_participant(conversation_chat_id)
+        return Listener(
+            conversation_id=conversation.id,
+            participant_id=user.chat_id,
+            workspace_id=chat.bot_workspace_id,
+            rate_limit=rate_limit,
         )
     finally:
         # A stream outlives its lookups by hours: listeners hold no connection.
         await sync_to_async(database_release)()
-
-
-async def _listener_admit(
-    *,
-    webhook_id: str,
-    method: str,
-    key: str | None,
-    conversation_chat_id: str,
-    remote_addr: str,
-) -> Listener:
-    chat = (
-        await ChatConnection.objects.filter(webhook_id=webhook_id)
-        .annotate(bot_workspace_id=F("bot__workspace_id"))
-        .afirst()
-    )
-    if chat is None:
-        raise ResourceNotFound(f"Chat {webhook_id!r} not found")
-    if method != "GET":
-        raise MethodNotFound(
-            f"Method {method!r} not allowed on the live stream: use GET", headers={"Allow": "GET"}
-        )
-    user = await _key_user(chat=chat, key=key)
-    # Counted where the other chat routes count: once the key is known good.
-    rate_limit = await sync_to_async(_rate_limit_hit)(
-        bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
-    )
-    if not is_chat_id(conversation_chat_id):
-        raise InvalidIdentifier(f"{conversation_chat_id[:80]!r} is not a conversation id")
-    conversation = await (
-        Conversation.objects.filter(bot_id=chat.bot_id, chat_id=conversation_chat_id)
-        .annotate(
-            is_participant=Exists(
-                Participant.objects.filter(conversation=OuterRef("pk"), user=user)
-            )
-        )
-        .only("id")
-        .afirst()
-    )
-    if conversation is None:
-        raise ResourceNotFound(f"Conversation {conversation_chat_id!r} not found")
-    if not conversation.is_participant:
-        raise Forbidden(f"You are not a participant of conversation {conversation_chat_id!r}")
-    return Listener(
-        conversation_id=conversation.id,
-        participant_id=user.chat_id,
-        workspace_id=chat.bot_workspace_id,
-        rate_limit=rate_limit,
-    )
 
 
 def _rate_limit_hit(*, bot_id: str, remote_addr: str, chat_user_id: str) -> Decision | None:

@@ -16,8 +16,9 @@ from chat.live.access import listener_admit
 from chat.live.bus import conversation_channel, live_bus
 from chat.live.stream import listener_stream
 from platform_site.api.errors import APIError, Internal
-from platform_site.api.exception_handler import error_response
+from platform_site.api.exception_handler import domain_error, error_response
 from platform_site.api.rate_limit import rate_limit_headers
+from platform_site.domain_errors import DomainError
 
 logger = logging.getLogger("chat.live")
 
@@ -41,6 +42,8 @@ async def conversation_listen(
             raise Internal("The live stream is served by the ASGI application only")
     except APIError as error:
         return error_response(error)
+    except DomainError as refusal:
+        return error_response(domain_error(refusal))
     # Subscribed before answering: nothing published once the client has the
     # first bytes is missed.
     subscription = await live_bus().subscribe(conversation_channel(listener.conversation_id)).open()

@@ -2,7 +2,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from bots.message_payloads import PAYLOAD_TYPES, MessagePayloadField
+from chat.message_payloads import PAYLOAD_TYPES, MessagePayloadField
 from events.serializers import ScheduleSerializer
 from platform_site.api.fields import (
     TAG_KEY_MAX_LENGTH,

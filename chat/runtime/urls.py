@@ -2,35 +2,39 @@
 
 from django.urls import path
 
-from chat.runtime.views import (
-    ConversationCollectionView,
-    ConversationDetailView,
-    MessageCollectionView,
-    MessageDetailView,
-    MessageGetOrCreateView,
-    UserCollectionView,
-    UserDetailView,
-)
+from chat.runtime.views import ConversationViewSet, MessageViewSet, UserViewSet
 
 # Included at the root by chat/urls.py: full paths.
 urlpatterns = [
-    path("v1/chat/messages", MessageCollectionView.as_view(), name="runtime-messages"),
+    path(
+        "v1/chat/messages",
+        MessageViewSet.as_view({"post": "create", "get": "list"}),
+        name="runtime-messages",
+    ),
     path(
         "v1/chat/messages/get-or-create",
-        MessageGetOrCreateView.as_view(),
+        MessageViewSet.as_view({"post": "get_or_create"}),
         name="runtime-message-get-or-create",
     ),
-    path("v1/chat/messages/<str:message_id>", MessageDetailView.as_view(), name="runtime-message"),
+    path(
+        "v1/chat/messages/<str:message_id>",
+        MessageViewSet.as_view({"get": "retrieve"}),
+        name="runtime-message",
+    ),
     path(
         "v1/chat/conversations",
-        ConversationCollectionView.as_view(),
+        ConversationViewSet.as_view({"get": "list"}),
         name="runtime-conversations",
     ),
     path(
         "v1/chat/conversations/<str:conversation_id>",
-        ConversationDetailView.as_view(),
+        ConversationViewSet.as_view({"get": "retrieve"}),
         name="runtime-conversation",
     ),
-    path("v1/chat/users", UserCollectionView.as_view(), name="runtime-users"),
-    path("v1/chat/users/<str:user_id>", UserDetailView.as_view(), name="runtime-user"),
+    path("v1/chat/users", UserViewSet.as_view({"get": "list"}), name="runtime-users"),
+    path(
+        "v1/chat/users/<str:user_id>",
+        UserViewSet.as_view({"get": "retrieve"}),
+        name="runtime-user",
+    ),
 ]

@@ -10,20 +10,15 @@ from rest_framework.response import Response
 from bots.authentication import BotTokenAuthentication
 from bots.idempotency import idempotent_create
 from bots.permissions import CanReadChat, CanWriteMessages
-from bots.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
 from bots.principals import bot_principal
-from chat.runtime.filters import PARTICIPANT_IDS_MAX
-from chat.runtime.selectors import (
-    conversation_get,
-    conversations_list,
-    message_get,
-    messages_list,
-    user_get,
-    users_list,
-)
+from chat.filters import PARTICIPANT_IDS_MAX
+from chat.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
 from chat.runtime.serializers import BotMessageCreateSerializer, BotMessageGetOrCreateSerializer
-from chat.runtime.services import bot_message_create, bot_message_get_or_create
-from events.services import due_time
+from chat.selectors.conversations import conversation_get, conversations_list
+from chat.selectors.messages import message_get, messages_list
+from chat.selectors.users import user_get, users_list
+from chat.services.messages import bot_message_create, bot_message_get_or_create
+from events.services.events import due_time
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import (
     ERRORS,
@@ -33,15 +28,25 @@ from platform_site.api.schema import (
     blank_or,
     query_id_filter,
 )
-from platform_site.api.views import ApiView
+from platform_site.api.views import ApiViewSet
 
 
-class RuntimeChatView(ApiView):
+class RuntimeChatViewSet(ApiViewSet):
     authentication_classes = [BotTokenAuthentication]
 
 
-class MessageCollectionView(RuntimeChatView):
-    permissions_by_method = {"POST": [CanWriteMessages], "GET": [CanReadChat]}
+def _due_at(data: dict[str, Any]) -> datetime | None:
+    schedule = data.get("schedule")
+    return None if schedule is None else due_time(schedule=schedule, now=timezone.now())
+
+
+class MessageViewSet(RuntimeChatViewSet):
+    permissions_by_action = {
+        "create": [CanWriteMessages],
+        "list": [CanReadChat],
+        "get_or_create": [CanWriteMessages],
+        "retrieve": [CanReadChat],
+    }
 
     @extend_schema(
         summary="Create a message of the bot (how a bot replies)",
@@ -50,7 +55,7 @@ class MessageCollectionView(RuntimeChatView):
         responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
-    def post(self, request: Request) -> Response:
+    def create(self, request: Request) -> Response:
         serializer = BotMessageCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -76,19 +81,13 @@ class MessageCollectionView(RuntimeChatView):
         ],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def list(self, request: Request) -> Response:
         page = messages_list(
             bot=bot_principal(request).bot,
             query=request.query_params,
             page=page_request(request.query_params),
         )
-        return Response(
-            {"messages": [message_runtime_json(m) for m in page.items], "meta": page.meta()}
-        )
-
-
-class MessageGetOrCreateView(RuntimeChatView):
-    permissions_by_method = {"POST": [CanWriteMessages]}
+        return Response(page.json("messages", message_runtime_json))
 
     @extend_schema(
         summary="Get the bot's message with these tags in the conversation, or create it",
@@ -103,7 +102,7 @@ class MessageGetOrCreateView(RuntimeChatView):
         responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
-    def post(self, request: Request) -> Response:
+    def get_or_create(self, request: Request) -> Response:
         serializer = BotMessageGetOrCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -122,27 +121,18 @@ class MessageGetOrCreateView(RuntimeChatView):
             status=201 if created else 200,
         )
 
-
-def _due_at(data: dict[str, Any]) -> datetime | None:
-    schedule = data.get("schedule")
-    return None if schedule is None else due_time(schedule=schedule, now=timezone.now())
-
-
-class MessageDetailView(RuntimeChatView):
-    permissions_by_method = {"GET": [CanReadChat]}
-
     @extend_schema(
         summary="Get a message of the bot",
         operation_id="getMessage",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, message_id: str) -> Response:
+    def retrieve(self, request: Request, message_id: str) -> Response:
         message = message_get(bot=bot_principal(request).bot, message_id=message_id)
         return Response({"message": message_runtime_json(message)})
 
 
-class ConversationCollectionView(RuntimeChatView):
-    permissions_by_method = {"GET": [CanReadChat]}
+class ConversationViewSet(RuntimeChatViewSet):
+    permissions_by_action = {"list": [CanReadChat], "retrieve": [CanReadChat]}
 
     @extend_schema(
         summary="List the bot's conversations, newest first",
@@ -166,37 +156,28 @@ class ConversationCollectionView(RuntimeChatView):
         ],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def list(self, request: Request) -> Response:
         page = conversations_list(
             bot=bot_principal(request).bot,
             query=request.query_params,
             page=page_request(request.query_params),
         )
-        return Response(
-            {
-                "conversations": [conversation_runtime_json(c) for c in page.items],
-                "meta": page.meta(),
-            }
-        )
-
-
-class ConversationDetailView(RuntimeChatView):
-    permissions_by_method = {"GET": [CanReadChat]}
+        return Response(page.json("conversations", conversation_runtime_json))
 
     @extend_schema(
         summary="Get a conversation of the bot",
         operation_id="getConversation",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, conversation_id: str) -> Response:
+    def retrieve(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_get(
             bot=bot_principal(request).bot, conversation_id=conversation_id
         )
         return Response({"conversation": conversation_runtime_json(conversation)})
 
 
-class UserCollectionView(RuntimeChatView):
-    permissions_by_method = {"GET": [CanReadChat]}
+class UserViewSet(RuntimeChatViewSet):
+    permissions_by_action = {"list": [CanReadChat], "retrieve": [CanReadChat]}
 
     @extend_schema(
         summary="List the bot's users, newest first",
@@ -211,23 +192,19 @@ class UserCollectionView(RuntimeChatView):
         ],
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request) -> Response:
+    def list(self, request: Request) -> Response:
         page = users_list(
             bot=bot_principal(request).bot,
             query=request.query_params,
             page=page_request(request.query_params),
         )
-        return Response({"users": [user_runtime_json(u) for u in page.items], "meta": page.meta()})
-
-
-class UserDetailView(RuntimeChatView):
-    permissions_by_method = {"GET": [CanReadChat]}
+        return Response(page.json("users", user_runtime_json))
 
     @extend_schema(
         summary="Get a user of the bot",
         operation_id="getUser",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
-    def get(self, request: Request, user_id: str) -> Response:
+    def retrieve(self, request: Request, user_id: str) -> Response:
         user = user_get(bot=bot_principal(request).bot, user_id=user_id)
         return Response({"user": user_runtime_json(user)})

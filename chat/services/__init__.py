@@ -1,2 +1,3 @@
-"""What the chat interface changes, split by noun: connections, users,
-conversations, participants, messages and custom events."""
+"""What chat writes, split by noun: connections, users, conversations,
+participants, messages (users' through the chat interface, bots' through the
+runtime API), custom events and scheduled messages."""

@@ -9,16 +9,16 @@ from bots.models import User
 from chat.event_types import CUSTOM_EVENT, EVENT_CREATED
 from chat.live.publish import stream_publish
 from chat.presenters import chat_event_stream_json
-from chat.selectors import conversation_reference
+from chat.selectors.conversations import chat_conversation_reference
 from events.models import Event
-from events.services import EventReferences, event_record
+from events.services.events import EventReferences, event_record
 
 
 @transaction.atomic
 def chat_event_create(*, user: User, conversation_chat_id: str, payload: dict[str, Any]) -> Event:
     """A `custom` event whose payload is the user's, linked to the
     conversation and the user (the delivery carries their runtime ids)."""
-    conversation = conversation_reference(user=user, chat_id=conversation_chat_id)
+    conversation = chat_conversation_reference(user=user, chat_id=conversation_chat_id)
     event = event_record(
         bot_id=user.bot_id,
         type=CUSTOM_EVENT,

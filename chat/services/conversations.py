@@ -6,9 +6,9 @@ from bots.models import Conversation, Participant, User
 from chat.event_types import PARTICIPANT_REMOVED
 from chat.live.publish import stream_publish
 from chat.presenters import participant_stream_json
-from chat.selectors import conversation_find_for_user
-from platform_site.api.errors import AlreadyExists, Forbidden
+from chat.selectors.conversations import chat_conversation_find
 from platform_site.api.ids import new_id
+from platform_site.domain_errors import AlreadyExists, NotPermitted
 
 
 @transaction.atomic
@@ -35,14 +35,14 @@ def conversation_create(*, creator: User, chat_id: str | None = None) -> Convers
 def conversation_get_or_create(*, user: User, chat_id: str) -> tuple[Conversation, bool]:
     """The conversation with this chat id, which the user must take part in,
     or a new one they own; and whether it was made."""
-    conversation = conversation_find_for_user(user=user, chat_id=chat_id)
+    conversation = chat_conversation_find(user=user, chat_id=chat_id)
     if conversation is not None:
         return conversation, False
     try:
         return conversation_create(creator=user, chat_id=chat_id), True
     except AlreadyExists:
         # A request with the same id made it first: answer as if found.
-        found = conversation_find_for_user(user=user, chat_id=chat_id)
+        found = chat_conversation_find(user=user, chat_id=chat_id)
         if found is None:
             raise
         return found, False
@@ -50,7 +50,7 @@ def conversation_get_or_create(*, user: User, chat_id: str) -> tuple[Conversatio
 
 def owner_only(*, user: User, conversation: Conversation, action: str) -> None:
     if conversation.owner_id != user.id:
-        raise Forbidden(f"Only the owner of conversation {conversation.chat_id!r} may {action}")
+        raise NotPermitted(f"Only the owner of conversation {conversation.chat_id!r} may {action}")
 
 
 @transaction.atomic

@@ -6,9 +6,10 @@ from bots.models import Conversation, Participant, User
 from chat.event_types import PARTICIPANT_ADDED, PARTICIPANT_REMOVED
 from chat.live.publish import stream_publish
 from chat.presenters import participant_stream_json
-from chat.selectors import participant_get
+from chat.selectors.participants import participant_get
+from chat.selectors.users import chat_user_find
 from chat.services.conversations import owner_only
-from platform_site.api.errors import Forbidden, ReferenceNotFound, ResourceNotFound
+from platform_site.domain_errors import MissingReference, NotFound, NotPermitted
 
 
 @transaction.atomic
@@ -18,9 +19,9 @@ def participant_add(
     """Add a user of the bot to the conversation; adding one already there
     changes nothing. Answers the user and whether they were added."""
     owner_only(user=actor, conversation=conversation, action="add participants")
-    user = User.objects.filter(bot_id=conversation.bot_id, chat_id=chat_user_id).first()
+    user = chat_user_find(bot_id=conversation.bot_id, chat_id=chat_user_id)
     if user is None:
-        raise ReferenceNotFound(f"userId: user {chat_user_id!r} does not exist")
+        raise MissingReference(f"userId: user {chat_user_id!r} does not exist")
     _, added = Participant.objects.get_or_create(conversation=conversation, user=user)
     if added:
         stream_publish(
@@ -38,14 +39,14 @@ def participant_remove(*, actor: User, conversation: Conversation, chat_user_id:
     user = participant_get(conversation=conversation, chat_user_id=chat_user_id)
     if user.id == conversation.owner_id:
         # Nobody may: a DELETE has no payload to be invalid (403, not 400).
-        raise Forbidden(
+        raise NotPermitted(
             f"User {user.chat_id!r} owns conversation {conversation.chat_id!r} "
             "and cannot be removed from it"
         )
     removed, _ = Participant.objects.filter(conversation=conversation, user=user).delete()
     if not removed:
         # Another request removed them first.
-        raise ResourceNotFound(
+        raise NotFound(
             f"User {user.chat_id!r} is not a participant of conversation {conversation.chat_id!r}"
         )
     stream_publish(

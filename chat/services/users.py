@@ -1,32 +1,40 @@
-"""A bot's end users as the chat interface makes, changes and deletes them."""
+"""A bot's end users: as the chat interface makes, changes and deletes them,
+and the one that stands for the bot itself."""
 
 from django.db import IntegrityError, transaction
 
 from bots.credential_invalidation import credentials_changed
-from bots.models import Conversation, User
+from bots.models import Bot, Conversation, User
 from chat.event_types import PARTICIPANT_REMOVED
 from chat.keys import user_key_issue
 from chat.live.publish import stream_publish
 from chat.models import ChatConnection
 from chat.presenters import participant_stream_json
-from platform_site.api.errors import AlreadyExists
+from chat.selectors.users import chat_user_find
 from platform_site.api.ids import new_id
+from platform_site.domain_errors import AlreadyExists
 
 
 def _user_insert(
     *, connection: ChatConnection, chat_id: str | None, name: str, picture_url: str, profile: str
-) -> User:
-    """When the caller does not choose a chat id, the chat id is the runtime id."""
+) -> User | None:
+    """The new user, or None when the chosen chat id is taken (also by a
+    request racing this one). When the caller does not choose a chat id, the
+    chat id is the runtime id."""
     user_id = new_id("user")
-    return User.objects.create(
-        id=user_id,
-        bot_id=connection.bot_id,
-        chat_id=chat_id or user_id,
-        name=name,
-        picture_url=picture_url,
-        profile=profile,
-        tags={"chat:id": chat_id} if chat_id else {},
-    )
+    try:
+        with transaction.atomic():
+            return User.objects.create(
+                id=user_id,
+                bot_id=connection.bot_id,
+                chat_id=chat_id or user_id,
+                name=name,
+                picture_url=picture_url,
+                profile=profile,
+                tags={"chat:id": chat_id} if chat_id else {},
+            )
+    except IntegrityError:
+        return None
 
 
 def chat_user_create(
@@ -38,18 +46,12 @@ def chat_user_create(
     profile: str = "",
 ) -> tuple[User, str]:
     """A user of the connection's bot and a key for it; AlreadyExists when
-    the chosen chat id is taken (also by a request racing this one)."""
-    try:
-        with transaction.atomic():
-            user = _user_insert(
-                connection=connection,
-                chat_id=chat_id,
-                name=name,
-                picture_url=picture_url,
-                profile=profile,
-            )
-    except IntegrityError:
-        raise AlreadyExists(f"User {chat_id!r} already exists") from None
+    the chosen chat id is taken."""
+    user = _user_insert(
+        connection=connection, chat_id=chat_id, name=name, picture_url=picture_url, profile=profile
+    )
+    if user is None:
+        raise AlreadyExists(f"User {chat_id!r} already exists")
     return user, user_key_issue(connection=connection, chat_user_id=user.chat_id)
 
 
@@ -63,19 +65,13 @@ def chat_user_get_or_create(
 ) -> tuple[User, bool]:
     """The user a signed key names, made on the spot (with the given profile)
     when it does not exist yet; and whether it was made."""
-    user = User.objects.filter(bot_id=connection.bot_id, chat_id=chat_id).first()
+    user = chat_user_find(bot_id=connection.bot_id, chat_id=chat_id)
     if user is not None:
         return user, False
-    try:
-        with transaction.atomic():
-            user = _user_insert(
-                connection=connection,
-                chat_id=chat_id,
-                name=name,
-                picture_url=picture_url,
-                profile=profile,
-            )
-    except IntegrityError:
+    user = _user_insert(
+        connection=connection, chat_id=chat_id, name=name, picture_url=picture_url, profile=profile
+    )
+    if user is None:
         # A request with the same key made it first.
         return User.objects.get(bot_id=connection.bot_id, chat_id=chat_id), False
     return user, True
@@ -111,3 +107,15 @@ def chat_user_delete(*, user: User) -> None:
             type=PARTICIPANT_REMOVED,
             data=participant_stream_json(conversation=conversation, user=user),
         )
+
+
+def bot_user_get_or_create(*, bot: Bot) -> User:
+    """The user that stands for the bot itself, made the first time it speaks.
+    Its chat id holds a `:`, which no caller-chosen chat id may, so no end
+    user can take it and pass for the bot."""
+    user, _ = User.objects.get_or_create(
+        bot=bot,
+        chat_id=f"bot:{bot.id}",
+        defaults={"id": new_id("user"), "name": bot.name, "tags": {"role": "bot"}},
+    )
+    return user

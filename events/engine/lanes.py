@@ -22,7 +22,7 @@ so one busy bot cannot take every slot from the others."""
 from collections import deque
 from collections.abc import Iterator
 
-from events.delivery import Delivery
+from events.engine.delivery import Delivery
 
 # Seconds of sending, at a lane's limit and answer time, that a process holds
 # of one bot's events.

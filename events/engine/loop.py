@@ -2,7 +2,7 @@
 events up to the room it has, sends them with many requests in flight,
 fairly across bots (lanes.py), and records the outcomes in batches.
 
-- The claimer claims (events/claims.py) when events fall due: each claim
+- The claimer claims (claims.py) when events fall due: each claim
   says when the next unclaimed one does, and the claimer sleeps until then,
   or until woken (an event created due now, room freed after the process
   was full), or EVENT_DISPATCH_INTERVAL at most; while claims come back
@@ -38,12 +38,12 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import close_old_connections, connection
 
-from events.claims import Claimed, deliveries_claim
-from events.delivery import Delivery, deliveries_record, deliveries_release
+from events.engine.claims import Claimed, deliveries_claim
+from events.engine.delivery import Delivery, deliveries_record, deliveries_release
 from events.engine.lanes import Lanes
 from events.engine.stats import Period
+from events.engine.webhook_client import Failure, WebhookClient, WebhookResult
 from events.models import EventStatus
-from events.webhook_client import Failure, WebhookClient, WebhookResult
 from platform_site import metrics
 
 logger = logging.getLogger("events.engine")

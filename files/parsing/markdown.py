@@ -19,9 +19,9 @@ from markdown_it.common.utils import normalizeReference
 from markdown_it.token import Token
 
 from files.models import PassageSubtype
-from files.parsing import html
 from files.parsing.blocks import Block
 from files.parsing.chunking import collapse_whitespace, normalized_text
+from files.parsing.html import read_html
 
 _PARSER = MarkdownIt("commonmark", {"html": True}).enable("table")
 _LIST_OPENS = frozenset({"bullet_list_open", "ordered_list_open"})
@@ -150,7 +150,7 @@ def _blocks(tokens: list[Token]) -> Iterator[Block]:
         elif token.type in _CODE_TOKENS:
             yield Block(PassageSubtype.CODE, token.content)
         elif token.type == "html_block":
-            yield from html.read_html(token.content).blocks
+            yield from read_html(token.content).blocks
         elif token.type == "blockquote_open":
             inner = _blocks(tokens[index + 1 : end])
             text = "\n\n".join(normalized_text(block.subtype, block.text) for block in inner)
@@ -200,7 +200,7 @@ def _list_lines(tokens: list[Token], opening: int, closing: int, *, depth: int) 
             elif token.type in _CODE_TOKENS:
                 words.append(token.content)
             elif token.type == "html_block":
-                words.extend(block.text for block in html.read_html(token.content).blocks)
+                words.extend(block.text for block in read_html(token.content).blocks)
             index += 1
         text = collapse_whitespace(" ".join(words))
         if text:

@@ -1,3 +1,5 @@
+from typing import TypeVar
+
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
@@ -12,3 +14,15 @@ class HeaderAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.www_authenticate
+
+
+PrincipalT = TypeVar("PrincipalT")
+
+
+def request_principal(request: Request, kind: type[PrincipalT], guard: str) -> PrincipalT:
+    """The principal that `guard`, the view's authentication class, put on
+    the request: a view that reads one its guard does not make is a bug."""
+    principal = request.auth
+    if not isinstance(principal, kind):
+        raise TypeError(f"the view is not guarded by {guard}")
+    return principal

@@ -4,7 +4,9 @@ A page is `ordering > last position`, over an ordering whose last field is
 unique, so a page's cost does not grow with its depth and rows added while a
 client pages are neither shown twice nor make it skip one. The token is the
 last row's position, signed with a salt naming the list (and its sort), so a
-token tampered with or taken from another list is refused as InvalidQuery.
+token tampered with or taken from another list is refused: InvalidFilter,
+which the API answers as InvalidQuery (selectors page, so the refusal is a
+domain error; the page size, read from the request, is the API's own).
 """
 
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +21,7 @@ from django.db import models
 from django.db.models import Q
 
 from platform_site.api.errors import InvalidQuery
+from platform_site.domain_errors import InvalidFilter
 
 ModelT = TypeVar("ModelT", bound=models.Model)
 
@@ -110,13 +113,13 @@ def _decode_token(
     try:
         position = signer.unsign_object(token)
     except signing.BadSignature:
-        raise InvalidQuery("nextToken is invalid or belongs to another list") from None
+        raise InvalidFilter("nextToken is invalid or belongs to another list") from None
     if not isinstance(position, list) or len(position) != len(fields):
-        raise InvalidQuery("nextToken is invalid or belongs to another list")
+        raise InvalidFilter("nextToken is invalid or belongs to another list")
     try:
         return [_field(model, f).to_python(v) for f, v in zip(fields, position, strict=True)]
     except (ValidationError, TypeError, ValueError):
-        raise InvalidQuery("nextToken is invalid or belongs to another list") from None
+        raise InvalidFilter("nextToken is invalid or belongs to another list") from None
 
 
 def _after(ordering: Sequence[str], position: list[Any]) -> Q:

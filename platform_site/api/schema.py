@@ -263,7 +263,7 @@ class ApiAutoSchema(AutoSchema):
     def get_description(self) -> str:  # type: ignore[override] # drf-spectacular's signature
         # A viewset's action's docstring describes its operation, a plain
         # view's own docstring the view; one inherited from a base class
-        # (ApiView's, ChatView's) describes the base.
+        # (ApiViewSet's, ChatViewSet's) describes the base.
         action = getattr(self.view, "action", None)
         own = getattr(getattr(self.view, action), "__doc__", None) if action else None
         if action is None:

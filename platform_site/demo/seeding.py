@@ -14,18 +14,19 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from bots.members import member_add
 from bots.models import Bot, Role
-from bots.services import bot_create, workspace_create
-from bots.tokens import access_token_create
+from bots.services.bots import bot_create
+from bots.services.members import member_add
+from bots.services.tokens import access_token_create
+from bots.services.workspaces import workspace_create
 from chat.services.connections import chat_connection_create
 from chat.services.conversations import conversation_create
 from chat.services.users import chat_user_create
-from files.indexing import file_index
 from files.models import File
-from files.services import file_upsert
+from files.services.files import file_upsert
+from files.services.indexing import file_index
+from files.services.uploads import file_upload_receive
 from files.signed_urls import UploadGrant
-from files.uploads import file_upload_receive
 
 DEMO_CHAPTERS = 5
 DEMO_SECTIONS = 9

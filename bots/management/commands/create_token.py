@@ -4,7 +4,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from bots.tokens import access_token_create
+from bots.services.tokens import access_token_create
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from events.retention import events_expired_count, events_purge_expired_batches
+from events.services.retention import events_expired_count, events_purge_expired_batches
 from platform_site.progress import command_progress
 
 

@@ -5,11 +5,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from bots.models import Bot
-from files.indexing import IndexingOutcome, file_index
 from files.models import File
-from files.selectors import files_reindexable
-from files.services import file_reindex
-from platform_site.api.errors import InvalidPayload
+from files.selectors.files import files_reindexable
+from files.services.files import file_reindex
+from files.services.indexing import IndexingOutcome, file_index
+from platform_site.domain_errors import InvalidValue
 from platform_site.progress import command_progress
 
 
@@ -51,7 +51,7 @@ class Command(BaseCommand):
     def reindex(self, file: File, *, inline: bool) -> str:
         try:
             reindexed = file_reindex(file=file, enqueue=not inline)
-        except (File.DoesNotExist, InvalidPayload):
+        except (File.DoesNotExist, InvalidValue):
             return "skipped"  # deleted, or started over, since the list was read
         if not inline:
             return "queued"

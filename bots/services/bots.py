@@ -1,0 +1,119 @@
+"""A workspace's bots: made, changed, deleted, their signing secret rotated.
+Each change leaves an audit record in its own transaction."""
+
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from bots.actors import PLATFORM, Actor
+from bots.credential_invalidation import credentials_changed
+from bots.models import AuditAction, Bot, Workspace
+from bots.models.bot import new_signing_secret
+from bots.services.audit import audit, changed_fields
+
+# What an update may change, by model field; the audit record names these.
+BOT_UPDATABLE_FIELDS = ("name", "tags", "dev", "webhook_url")
+
+
+def _bot_fields(bot: Bot) -> dict[str, Any]:
+    return {name: getattr(bot, name) for name in BOT_UPDATABLE_FIELDS}
+
+
+@transaction.atomic
+def bot_create(
+    *,
+    workspace: Workspace,
+    name: str,
+    tags: dict[str, str] | None = None,
+    dev: bool = False,
+    webhook_url: str = "",
+    actor: Actor = PLATFORM,
+) -> Bot:
+    bot = Bot(workspace=workspace, name=name, tags=tags or {}, dev=dev, webhook_url=webhook_url)
+    bot.full_clean()
+    bot.save()
+    audit(
+        actor,
+        action=AuditAction.BOT_CREATED,
+        target_type="bot",
+        target_id=bot.id,
+        workspace=workspace,
+        changes=changed_fields({}, _bot_fields(bot)),
+    )
+    return bot
+
+
+@transaction.atomic
+def bot_update(*, bot: Bot, actor: Actor = PLATFORM, **fields: Any) -> Bot:
+    """Change the named fields (of BOT_UPDATABLE_FIELDS); the record holds
+    what changed, and nothing is written when nothing did."""
+    unknown = set(fields) - set(BOT_UPDATABLE_FIELDS)
+    if unknown:
+        raise TypeError(f"bot_update cannot change {sorted(unknown)}")
+    before = _bot_fields(bot)
+    for name, value in fields.items():
+        setattr(bot, name, value)
+    changes = changed_fields(before, _bot_fields(bot))
+    if not changes:
+        return bot
+    bot.full_clean()
+    bot.save(update_fields=[*changes, "updated_at"])
+    audit(
+        actor,
+        action=AuditAction.BOT_UPDATED,
+        target_type="bot",
+        target_id=bot.id,
+        workspace=bot.workspace,
+        changes=changes,
+    )
+    return bot
+
+
+@transaction.atomic
+def bot_delete(*, bot: Bot, actor: Actor = PLATFORM) -> None:
+    """Delete the bot and everything it owns (events, files, conversations)."""
+    audit(
+        actor,
+        action=AuditAction.BOT_DELETED,
+        target_type="bot",
+        target_id=bot.id,
+        workspace=bot.workspace,
+        changes={"name": bot.name},
+    )
+    bot.delete()
+    # Its tokens' grants, chat connections and chat users go with it.
+    credentials_changed()
+
+
+@transaction.atomic
+def bot_signing_secret_rotate(*, bot: Bot, actor: Actor = PLATFORM) -> Bot:
+    """Give the bot a new webhook signing secret. The old one keeps signing
+    deliveries beside it for WEBHOOK_SECRET_OVERLAP_SECONDS, so the bot can
+    switch to the new secret without refusing a delivery in between."""
+    now = timezone.now()
+    bot.previous_signing_secret = bot.signing_secret
+    bot.previous_signing_secret_expires_at = now + timedelta(
+        seconds=settings.WEBHOOK_SECRET_OVERLAP_SECONDS
+    )
+    bot.signing_secret = new_signing_secret()
+    bot.save(
+        update_fields=[
+            "signing_secret",
+            "previous_signing_secret",
+            "previous_signing_secret_expires_at",
+            "updated_at",
+        ]
+    )
+    # Never the secrets themselves: only when the old one stops signing.
+    audit(
+        actor,
+        action=AuditAction.BOT_SECRET_ROTATED,
+        target_type="bot",
+        target_id=bot.id,
+        workspace=bot.workspace,
+        changes={"previousSecretExpiresAt": bot.previous_signing_secret_expires_at.isoformat()},
+    )
+    return bot

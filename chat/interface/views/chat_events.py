@@ -1,0 +1,45 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bots.idempotency import idempotent_create
+from chat.interface.serializers import ChatEventCreateSerializer
+from chat.interface.views.base import ChatViewSet
+from chat.permissions import IsChatUser
+from chat.presenters import chat_event_json
+from chat.principals import chat_principal
+from chat.selectors.chat_events import chat_event_get
+from chat.services.chat_events import chat_event_create
+from platform_site.api.schema import ERRORS
+
+
+class ChatEventViewSet(ChatViewSet):
+    permissions_by_action = {"create": [IsChatUser], "retrieve": [IsChatUser]}
+
+    @extend_schema(
+        summary="Send a custom event to the bot in a conversation",
+        operation_id="chatCreateEvent",
+        request=ChatEventCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @idempotent_create
+    def create(self, request: Request, webhook_id: str) -> Response:
+        serializer = ChatEventCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        event = chat_event_create(
+            user=chat_principal(request).user,
+            conversation_chat_id=data["conversationId"],
+            payload=data["payload"],
+        )
+        return Response({"event": chat_event_json(event)}, status=201)
+
+    @extend_schema(
+        summary="Get a custom event of a conversation the key's user takes part in",
+        operation_id="chatGetEvent",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def retrieve(self, request: Request, webhook_id: str, event_id: str) -> Response:
+        event = chat_event_get(user=chat_principal(request).user, event_id=event_id)
+        return Response({"event": chat_event_json(event)})

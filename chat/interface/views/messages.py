@@ -1,0 +1,79 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bots.idempotency import idempotent_create
+from chat.interface.serializers import ChatMessageCreateSerializer
+from chat.interface.views.base import ChatViewSet
+from chat.permissions import IsChatUser
+from chat.presenters import message_chat_json
+from chat.principals import chat_principal
+from chat.selectors.conversations import chat_conversation_get
+from chat.selectors.messages import chat_message_get, chat_messages_list
+from chat.services.messages import chat_message_create, chat_message_delete
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+
+
+class MessageViewSet(ChatViewSet):
+    permissions_by_action = {
+        "create": [IsChatUser],
+        "retrieve": [IsChatUser],
+        "destroy": [IsChatUser],
+        "list": [IsChatUser],
+    }
+
+    @extend_schema(
+        summary="Send a message as the key's user",
+        operation_id="chatCreateMessage",
+        request=ChatMessageCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @idempotent_create
+    def create(self, request: Request, webhook_id: str) -> Response:
+        principal = chat_principal(request)
+        serializer = ChatMessageCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        message = chat_message_create(
+            user=principal.user,
+            conversation_chat_id=data["conversationId"],
+            payload=data["payload"],
+            metadata=data.get("metadata"),
+        )
+        return Response({"message": message_chat_json(message)}, status=201)
+
+    @extend_schema(
+        summary="Get a message of a conversation the key's user takes part in",
+        operation_id="chatGetMessage",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def retrieve(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        message = chat_message_get(user=chat_principal(request).user, message_id=message_id)
+        return Response({"message": message_chat_json(message)})
+
+    @extend_schema(
+        summary="Delete a message the key's user sent",
+        operation_id="chatDeleteMessage",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def destroy(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        user = chat_principal(request).user
+        chat_message_delete(user=user, message=chat_message_get(user=user, message_id=message_id))
+        return Response({})
+
+    @extend_schema(
+        summary="List a conversation's messages, newest first",
+        operation_id="chatListConversationMessages",
+        parameters=[NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def list(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
+        conversation = chat_conversation_get(
+            user=chat_principal(request).user, chat_id=conversation_id
+        )
+        page = chat_messages_list(
+            conversation=conversation, page=page_request(request.query_params)
+        )
+        return Response(page.json("messages", message_chat_json))

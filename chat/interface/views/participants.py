@@ -1,0 +1,87 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bots.idempotency import idempotent_create
+from chat.interface.serializers import ParticipantAddSerializer
+from chat.interface.views.base import ChatViewSet
+from chat.permissions import IsChatUser
+from chat.presenters import participant_chat_json, user_chat_json
+from chat.principals import chat_principal
+from chat.selectors.conversations import chat_conversation_get
+from chat.selectors.participants import participant_get, participants_list
+from chat.services.participants import participant_add, participant_remove
+from platform_site.api.pagination import page_request
+from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+
+
+class ParticipantViewSet(ChatViewSet):
+    permissions_by_action = {
+        "list": [IsChatUser],
+        "create": [IsChatUser],
+        "retrieve": [IsChatUser],
+        "destroy": [IsChatUser],
+    }
+
+    @extend_schema(
+        summary="List a conversation's participants in the order they joined",
+        operation_id="chatListParticipants",
+        parameters=[NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def list(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
+        conversation = chat_conversation_get(
+            user=chat_principal(request).user, chat_id=conversation_id
+        )
+        page = participants_list(conversation=conversation, page=page_request(request.query_params))
+        return Response(page.json("participants", participant_chat_json))
+
+    @extend_schema(
+        summary="Add a user of the bot to a conversation the key's user owns",
+        description="201 when the user was added, 200 when they already took part.",
+        operation_id="chatAddParticipant",
+        request=ParticipantAddSerializer,
+        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @idempotent_create
+    def create(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
+        serializer = ParticipantAddSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        actor = chat_principal(request).user
+        user, added = participant_add(
+            actor=actor,
+            conversation=chat_conversation_get(user=actor, chat_id=conversation_id),
+            chat_user_id=serializer.validated_data["userId"],
+        )
+        return Response({"participant": user_chat_json(user)}, status=201 if added else 200)
+
+    @extend_schema(
+        summary="Get a participant of a conversation",
+        operation_id="chatGetParticipant",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def retrieve(
+        self, request: Request, webhook_id: str, conversation_id: str, user_id: str
+    ) -> Response:
+        conversation = chat_conversation_get(
+            user=chat_principal(request).user, chat_id=conversation_id
+        )
+        user = participant_get(conversation=conversation, chat_user_id=user_id)
+        return Response({"participant": user_chat_json(user)})
+
+    @extend_schema(
+        summary="Remove a participant (not the owner) from a conversation the key's user owns",
+        operation_id="chatRemoveParticipant",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def destroy(
+        self, request: Request, webhook_id: str, conversation_id: str, user_id: str
+    ) -> Response:
+        actor = chat_principal(request).user
+        participant_remove(
+            actor=actor,
+            conversation=chat_conversation_get(user=actor, chat_id=conversation_id),
+            chat_user_id=user_id,
+        )
+        return Response({})

@@ -1,0 +1,122 @@
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from bots.idempotency import idempotent_create
+from bots.models import User
+from chat.authentication import USER_KEY_CHALLENGE
+from chat.interface.serializers import UserCreateSerializer, UserProfileSerializer
+from chat.interface.views.base import ChatViewSet
+from chat.permissions import HoldsSignedKey, IsChatUser, IssuesUserKeys
+from chat.presenters import user_chat_json
+from chat.principals import chat_client_scope, chat_connection, chat_principal, signed_key_holder
+from chat.selectors.users import chat_user_profile
+from chat.services.users import (
+    chat_user_create,
+    chat_user_delete,
+    chat_user_get_or_create,
+    chat_user_update,
+)
+from platform_site.api.errors import Unauthorized
+from platform_site.api.schema import ERROR, ERRORS
+
+
+def _profile(data: dict[str, Any]) -> dict[str, Any]:
+    """The validated profile fields, by their service names."""
+    names = {"name": "name", "pictureUrl": "picture_url", "profile": "profile"}
+    return {names[field]: value for field, value in data.items() if field in names}
+
+
+def _key_user_profile(request: Request) -> User:
+    profile = chat_user_profile(user=chat_principal(request).user)
+    if profile is None:  # deleted since the request was authenticated
+        raise Unauthorized(
+            "The user key names a user that does not exist",
+            headers={"WWW-Authenticate": USER_KEY_CHALLENGE},
+        )
+    return profile
+
+
+class UserViewSet(ChatViewSet):
+    """The key's user. Two routes take other credentials than a user key
+    (chat/interface/urls.py names their authenticators): `create`, where a
+    client without a key gets one, and `get_or_create`, whose key may name a
+    user who does not exist yet."""
+
+    permissions_by_action = {
+        "create": [IssuesUserKeys],
+        "me": [IsChatUser],
+        "update_me": [IsChatUser],
+        "delete_me": [IsChatUser],
+        "get_or_create": [HoldsSignedKey],
+    }
+
+    @extend_schema(
+        summary="Create a user and its key",
+        operation_id="chatCreateUser",
+        request=UserCreateSerializer,
+        # 401: a chat whose operator signs the keys issues none (IssuesUserKeys).
+        responses={201: OpenApiTypes.OBJECT, 401: ERROR, 409: ERROR, **ERRORS},
+    )
+    @idempotent_create(scope=chat_client_scope)
+    def create(self, request: Request, webhook_id: str) -> Response:
+        serializer = UserCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user, key = chat_user_create(
+            connection=chat_connection(request), chat_id=data.get("id"), **_profile(data)
+        )
+        return Response({"user": user_chat_json(user), "key": key}, status=201)
+
+    @extend_schema(
+        summary="Get the key's user",
+        operation_id="chatGetUser",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def me(self, request: Request, webhook_id: str) -> Response:
+        return Response({"user": user_chat_json(_key_user_profile(request))})
+
+    @extend_schema(
+        summary="Update the key's user",
+        operation_id="chatUpdateUser",
+        request=UserProfileSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def update_me(self, request: Request, webhook_id: str) -> Response:
+        serializer = UserProfileSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        user = chat_user_update(
+            user=_key_user_profile(request), **_profile(serializer.validated_data)
+        )
+        return Response({"user": user_chat_json(user)})
+
+    @extend_schema(
+        summary="Delete the key's user, with their messages",
+        operation_id="chatDeleteUser",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def delete_me(self, request: Request, webhook_id: str) -> Response:
+        chat_user_delete(user=chat_principal(request).user)
+        return Response({})
+
+    @extend_schema(
+        summary="Get the key's user, made on the spot if the key names none yet",
+        description="201 when the user was made, 200 when it existed.",
+        operation_id="chatGetOrCreateUser",
+        request=UserProfileSerializer,
+        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @idempotent_create
+    def get_or_create(self, request: Request, webhook_id: str) -> Response:
+        serializer = UserProfileSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        holder = signed_key_holder(request)
+        user, created = chat_user_get_or_create(
+            connection=holder.connection,
+            chat_id=holder.chat_user_id,
+            **_profile(serializer.validated_data),
+        )
+        return Response({"user": user_chat_json(user)}, status=201 if created else 200)

@@ -1,0 +1,286 @@
+"""Claim due events for delivery. The table is the source of truth for what
+is due: a worker process claims rows whose next attempt has come, with
+SELECT … FOR UPDATE SKIP LOCKED, so processes claiming at once never claim
+the same row, and gives each claim a lease: the row is due again when the
+lease ends, should the process die with it.
+
+A process claims when events fall due (it learns from each claim when the
+next unclaimed one does, and sleeps until then), and only as many as it has
+room for, leaving out the bots it holds enough of: what it claims it can
+send before the lease ends. A claimed event is `pending` from then on, no
+longer cancelable, and comes back ready to send: its body, its bot's webhook
+URL and signing secrets, its workspace's timeout.
+
+On PostgreSQL the claim and the loading of what it took are one statement
+(an UPDATE of the rows a locking SELECT picked, returning what a request
+needs); the ORM does the same in three elsewhere.
+
+Bot messages sent with a `schedule` fall due on the same clock: each claim
+first makes those due into messages (chat/services/scheduled_messages.py), and the
+next due time it reports counts them too."""
+
+import json
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from chat.selectors.scheduled_messages import scheduled_message_next_due
+from chat.services.scheduled_messages import scheduled_messages_publish
+from events.engine.delivery import Delivery, start_slack, timeout_ceiling
+from events.engine.leases import lease_duration, new_lease
+from events.engine.webhook_client import WebhookRequest
+from events.models import Event, EventStatus
+from events.presenters import delivery_body
+from platform_site.api.fields import format_timestamp
+from platform_site.secret_fields import secret_decrypt
+
+
+@dataclass
+class Claimed:
+    """What one claim took, under one lease. Times are seconds since the epoch."""
+
+    lease: int
+    claimed_at: float
+    event_ids: list[str] = field(default_factory=list)  # all it took, earliest due first
+    deliveries: list[Delivery] = field(default_factory=list)  # those to send, in that order
+    ignored: list[str] = field(default_factory=list)  # of bots without a webhook URL
+    # When the next unclaimed event falls due (not looked for after a full claim).
+    next_due: float | None = None
+
+
+class _Row(NamedTuple):
+    """What a claim answers for each event, on either path."""
+
+    id: str
+    bot_id: str
+    due: float
+    type: str
+    payload: Any
+    created_at: str
+    conversation_id: str | None
+    user_id: str | None
+    message_id: str | None
+    workflow_id: str | None
+    attempt_count: int
+    first_attempt_at: float | None
+    webhook_url: str
+    signing_secret: str
+    previous_signing_secret: str  # "" unless it still signs (a rotation's overlap)
+    webhook_timeout_seconds: float | None
+
+
+# The locked rows are updated through their ctid: one lookup each, whatever
+# plan the join would get.
+_CLAIM_SQL = """
+WITH due AS (
+    SELECT ctid, next_attempt_at FROM events_event
+    WHERE next_attempt_at <= %(now)s
+      AND NOT (bot_id = ANY(string_to_array(%(excluded)s, ',')))
+    ORDER BY next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE events_event AS e
+SET lease = %(lease)s, next_attempt_at = %(lease_end)s, status = 'pending', updated_at = %(now)s
+FROM due, bots_bot AS b
+    LEFT JOIN bots_workspacesettings AS s ON s.workspace_id = b.workspace_id
+WHERE e.ctid = due.ctid AND b.id = e.bot_id
+RETURNING e.id, e.bot_id, extract(epoch FROM due.next_attempt_at)::float8, e.type, e.payload,
+    to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    e.conversation_id, e.user_id, e.message_id, e.workflow_id, e.attempt_count,
+    extract(epoch FROM e.first_attempt_at)::float8, b.webhook_url, b.signing_secret,
+    CASE WHEN b.previous_signing_secret_expires_at > %(now)s
+        THEN b.previous_signing_secret ELSE '' END,
+    s.webhook_timeout_seconds
+"""
+
+
+def deliveries_claim(*, limit: int, exclude_bot_ids: Collection[str] = ()) -> Claimed:
+    """Claim up to `limit` due events, earliest first, leaving out the bots of
+    `exclude_bot_ids` (those the caller has no room for); those of a bot
+    without a webhook URL end `ignored` at once."""
+    now = timezone.now()
+    # In a transaction of its own, before the events are taken: should it
+    # fail, the claim fails with nothing claimed.
+    scheduled_messages_publish(now=now)
+    lease = new_lease()
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            rows = _claim_statement(now, lease, limit, exclude_bot_ids)
+        else:
+            rows = _claim_orm(now, lease, limit, exclude_bot_ids)
+        claimed = _claimed(rows, lease, now)
+        if claimed.ignored:
+            Event.objects.filter(id__in=claimed.ignored, lease=lease).update(
+                status=EventStatus.IGNORED, next_attempt_at=None, updated_at=now
+            )
+    if len(claimed.event_ids) < limit:  # a full claim is followed by another at once
+        claimed.next_due = _next_due(now, exclude_bot_ids)
+    return claimed
+
+
+def _claim_statement(
+    now: datetime, lease: int, limit: int, excluded: Collection[str]
+) -> list[_Row]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_SQL,
+            {
+                "now": now,
+                "excluded": ",".join(excluded),
+                "limit": limit,
+                "lease": lease,
+                "lease_end": now + lease_duration(),
+            },
+        )
+        # The signing secrets come as stored, encrypted: a raw statement
+        # does not go through their field, which decrypts on the ORM path.
+        rows = [
+            _Row._make(
+                (
+                    *row[:4],
+                    json.loads(row[4]),
+                    *row[5:13],
+                    secret_decrypt(row[13]),
+                    secret_decrypt(row[14]),
+                    row[15],
+                )
+            )
+            for row in cursor.fetchall()
+        ]
+    return sorted(rows, key=lambda row: row.due)
+
+
+def _claim_orm(now: datetime, lease: int, limit: int, excluded: Collection[str]) -> list[_Row]:
+    candidates = Event.objects.filter(next_attempt_at__lte=now)
+    if excluded:
+        candidates = candidates.exclude(bot_id__in=list(excluded))
+    due = {
+        event_id: when
+        for event_id, when in candidates.order_by("next_attempt_at")
+        .select_for_update(skip_locked=True)
+        .values_list("id", "next_attempt_at")[:limit]
+        if when is not None
+    }
+    if not due:
+        return []
+    claimed = Event.objects.filter(id__in=list(due))
+    claimed.update(
+        lease=lease,
+        next_attempt_at=now + lease_duration(),
+        status=EventStatus.PENDING,
+        updated_at=now,
+    )
+    rows = []
+    for row in claimed.values_list(
+        "id",
+        "bot_id",
+        "type",
+        "payload",
+        "created_at",
+        "conversation_id",
+        "user_id",
+        "message_id",
+        "workflow_id",
+        "attempt_count",
+        "first_attempt_at",
+        "bot__webhook_url",
+        "bot__signing_secret",
+        "bot__previous_signing_secret",
+        "bot__previous_signing_secret_expires_at",
+        "bot__workspace__settings__webhook_timeout_seconds",
+    ):
+        (event_id, bot_id, type_, payload, created_at, *links, attempts, first) = row[:11]
+        (url, secret, previous, previous_expires_at, timeout) = row[11:]
+        still_signs = previous_expires_at is not None and previous_expires_at > now
+        rows.append(
+            _Row._make(
+                (
+                    event_id,
+                    bot_id,
+                    due[event_id].timestamp(),
+                    type_,
+                    payload,
+                    format_timestamp(created_at),
+                    *links,
+                    attempts,
+                    None if first is None else first.timestamp(),
+                    url,
+                    secret,
+                    previous if still_signs else "",
+                    timeout,
+                )
+            )
+        )
+    return sorted(rows, key=lambda row: row.due)
+
+
+def _claimed(rows: Sequence[_Row], lease: int, now: datetime) -> Claimed:
+    claimed_at = now.timestamp()
+    claimed = Claimed(lease=lease, claimed_at=claimed_at)
+    ceiling = timeout_ceiling()
+    default_timeout = settings.EVENT_DELIVERY_TIMEOUT
+    slack = _Slack()
+    for row in rows:
+        claimed.event_ids.append(row.id)
+        if not row.webhook_url:
+            claimed.ignored.append(row.id)
+            continue
+        timeout = min(row.webhook_timeout_seconds or default_timeout, ceiling)
+        previous = row.previous_signing_secret
+        claimed.deliveries.append(
+            Delivery(
+                event_id=row.id,
+                bot_id=row.bot_id,
+                lease=lease,
+                due=row.due,
+                send_by=claimed_at + slack[timeout],
+                request=WebhookRequest(
+                    url=row.webhook_url,
+                    message_id=row.id,
+                    body=delivery_body(
+                        event_id=row.id,
+                        type=row.type,
+                        bot_id=row.bot_id,
+                        created_at=row.created_at,
+                        payload=row.payload,
+                        conversation_id=row.conversation_id,
+                        user_id=row.user_id,
+                        message_id=row.message_id,
+                        workflow_id=row.workflow_id,
+                    ),
+                    secrets=(row.signing_secret, previous) if previous else (row.signing_secret,),
+                    timeout=timeout,
+                ),
+                attempt_count=row.attempt_count,
+                first_attempt_at=row.first_attempt_at,
+            )
+        )
+    return claimed
+
+
+class _Slack(dict[float, float]):
+    """start_slack of each timeout, worked out once per claim."""
+
+    def __missing__(self, timeout: float) -> float:
+        self[timeout] = start_slack(timeout)
+        return self[timeout]
+
+
+def _next_due(now: datetime, excluded: Collection[str]) -> float | None:
+    """When the next event not claimed yet falls due (or the next lease
+    ends), or the next scheduled message, whichever is first."""
+    upcoming = Event.objects.filter(next_attempt_at__gt=now)
+    if excluded:
+        upcoming = upcoming.exclude(bot_id__in=list(excluded))
+    moments = [
+        upcoming.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first(),
+        scheduled_message_next_due(after=now),
+    ]
+    known = [moment.timestamp() for moment in moments if moment is not None]
+    return min(known, default=None)
