@@ -21,10 +21,11 @@ def members_list(*, workspace: Workspace, page: PageRequest) -> Page[Membership]
 def membership_get(*, workspace: Workspace, member_id: str) -> Membership:
     """The workspace's membership `member_id`; another workspace's is not found."""
     membership = object_get(
-        Membership.objects.filter(workspace=workspace).select_related("account"),
+        Membership.objects.select_related("account"),
         object_id=member_id,
         prefix="member",
         noun="member",
+        workspace=workspace,
     )
     membership.workspace = workspace
     return membership

@@ -109,10 +109,11 @@ def chat_conversations_list(*, user: User, page: PageRequest) -> Page[Conversati
 
 def conversation_get(*, bot: Bot, conversation_id: str) -> Conversation:
     return object_get(
-        Conversation.objects.filter(bot=bot),
+        Conversation.objects,
         object_id=conversation_id,
         prefix="conv",
         noun="conversation",
+        bot=bot,
     )
 
 

@@ -37,9 +37,7 @@ def chat_message_get(*, user: User, message_id: str) -> Message:
 
 
 def message_get(*, bot: Bot, message_id: str) -> Message:
-    return object_get(
-        Message.objects.filter(bot=bot), object_id=message_id, prefix="msg", noun="message"
-    )
+    return object_get(Message.objects, object_id=message_id, prefix="msg", noun="message", bot=bot)
 
 
 def messages_list(*, bot: Bot, query: QueryDict, page: PageRequest) -> Page[Message]:

@@ -24,7 +24,7 @@ def chat_user_find(*, bot_id: str, chat_id: str) -> User | None:
 
 
 def user_get(*, bot: Bot, user_id: str) -> User:
-    return object_get(User.objects.filter(bot=bot), object_id=user_id, prefix="user", noun="user")
+    return object_get(User.objects, object_id=user_id, prefix="user", noun="user", bot=bot)
 
 
 def users_list(*, bot: Bot, query: QueryDict, page: PageRequest) -> Page[User]:

@@ -12,7 +12,7 @@ from platform_site.lookups import object_get
 
 
 def event_get(*, bot: Bot, event_id: str) -> Event:
-    return object_get(Event.objects.filter(bot=bot), object_id=event_id, prefix="evt", noun="event")
+    return object_get(Event.objects, object_id=event_id, prefix="evt", noun="event", bot=bot)
 
 
 def events_list(*, bot: Bot, query: Mapping[str, Any], page: PageRequest) -> Page[Event]:

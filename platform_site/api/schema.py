@@ -261,13 +261,10 @@ class ApiAutoSchema(AutoSchema):
         return [_operation_tag(self.path)]
 
     def get_description(self) -> str:  # type: ignore[override] # drf-spectacular's signature
-        # A viewset's action's docstring describes its operation, a plain
-        # view's own docstring the view; one inherited from a base class
-        # (ApiViewSet's, ChatViewSet's) describes the base.
+        # An operation is described by its action's docstring, not by the
+        # resource's (which describes the class to its readers).
         action = getattr(self.view, "action", None)
-        own = getattr(getattr(self.view, action), "__doc__", None) if action else None
-        if action is None:
-            own = type(self.view).__dict__.get("__doc__")
+        own = getattr(getattr(self.view, action, None), "__doc__", None) if action else None
         return inspect.cleandoc(own) if own else ""
 
     def get_override_parameters(self) -> list[Any]:

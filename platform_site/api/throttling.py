@@ -1,6 +1,6 @@
 """Rate limits the DRF way: a throttle says which policies a request counts
 against (platform_site/api/rate_limit.py counts), the view's answer carries
-where they stand (ApiView.finalize_response), and a refusal is DRF's
+where they stand (ApiViewSet.finalize_response), and a refusal is DRF's
 Throttled, which the exception handler answers as 429 RateLimited."""
 
 import ipaddress

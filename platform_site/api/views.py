@@ -9,8 +9,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
-from rest_framework.views import APIView
-from rest_framework.viewsets import ViewSetMixin
+from rest_framework.viewsets import ViewSet
 
 from platform_site.api.rate_limit import Decision, rate_limit_headers
 
@@ -25,19 +24,24 @@ class DenyAll(BasePermission):
         return False
 
 
-class ApiView(APIView):
-    """Base of every endpoint.
+class ApiViewSet(ViewSet):
+    """Base of every endpoint: one class per resource, whose actions serve
+    its routes, mapped to the contract's paths in the app's urls.py with
+    `as_view({"get": "list", "post": "create"})` (no router: the paths are
+    the contract's, not a router's convention).
 
-    - A method the route does not serve is a 405 before credentials are
-      looked at: the answer does not depend on who asks. OPTIONS is not
+    - A method the route's mapping does not name is a 405 before credentials
+      are looked at: the answer does not depend on who asks. OPTIONS is not
       served (CORS preflights are answered by their middleware).
-    - Each HTTP method names its own permission classes; HEAD is held to
-      GET's, and a method that names none is denied.
+    - Each action names its own permission classes in `permissions_by_action`
+      (HEAD runs GET's action, so it is held to its permissions); an action
+      that names none is denied.
 
     For the OpenAPI document (platform_site.api.schema.ApiAutoSchema),
     `path_parameters` describes path variables that are not ids of the kind
-    their name says, and `error_statuses` the error statuses the view answers
-    beyond those that follow from its shape.
+    their name says, and `error_statuses` the error statuses the resource
+    answers beyond those that follow from its shape (an action lists its own
+    in its `responses`).
     """
 
     http_method_names = ["get", "post", "put", "patch", "delete", "head"]
@@ -48,7 +52,7 @@ class ApiView(APIView):
     # Where the request stands against its rate limits, once a throttle
     # (platform_site/api/throttling.py) counted it; its answer says so.
     rate_limit: Decision | None = None
-    permissions_by_method: ClassVar[dict[str, list[type[BasePermission]]]] = {}
+    permissions_by_action: ClassVar[dict[str, list[type[BasePermission]]]] = {}
     path_parameters: ClassVar[list[OpenApiParameter]] = []
     error_statuses: ClassVar[tuple[int, ...]] = ()
 
@@ -70,28 +74,6 @@ class ApiView(APIView):
     def get_throttles(self) -> list[BaseThrottle]:
         classes = self.throttle_classes
         return [cls() for cls in (api_throttle_classes() if classes is None else classes)]
-
-    def get_permissions(self) -> Any:
-        if not self.permissions_by_method:
-            return super().get_permissions()
-        method = self.request.method or ""
-        classes = self.permissions_by_method.get("GET" if method == "HEAD" else method, [DenyAll])
-        return [cls() for cls in classes]
-
-
-class ApiViewSet(ViewSetMixin, ApiView):
-    """Base of every resource: one class whose actions serve its routes,
-    mapped to the contract's paths in the app's urls.py with
-    `as_view({"get": "list", "post": "create"})` (no router: the paths are
-    the contract's, not a router's convention).
-
-    A method the route's mapping does not name is a 405 before credentials,
-    as for any ApiView. Each action names its own permission classes in
-    `permissions_by_action` (HEAD runs GET's action, so it is held to its
-    permissions); an action that names none is denied.
-    """
-
-    permissions_by_action: ClassVar[dict[str, list[type[BasePermission]]]] = {}
 
     def get_permissions(self) -> Any:
         classes = self.permissions_by_action.get(self.action or "", [DenyAll])
