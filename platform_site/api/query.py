@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from platform_site.api.errors import InvalidQuery
 from platform_site.api.exception_handler import describe_validation_error
+from platform_site.domain_errors import InvalidFilter
 
 ModelT = TypeVar("ModelT", bound=Model)
 
@@ -25,10 +26,11 @@ def filter_query(
     filterset_class: type[FilterSet], query: Mapping[str, Any], queryset: QuerySet[ModelT]
 ) -> tuple[QuerySet[ModelT], dict[str, Any]]:
     """`queryset` narrowed by a django-filter FilterSet, with the filters it
-    applied, or InvalidQuery naming each malformed parameter."""
+    applied, or InvalidFilter naming each malformed parameter (selectors
+    filter with it: the API answers it as InvalidQuery)."""
     filterset = filterset_class(data=dict(query.items()), queryset=queryset)
     if not filterset.is_valid():
-        raise InvalidQuery(
+        raise InvalidFilter(
             "; ".join(
                 f"{name}: {message}"
                 for name, messages in filterset.errors.items()

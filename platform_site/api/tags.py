@@ -12,7 +12,7 @@ from django.db.models import BooleanField, Expression, F, Model, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 from django.http import QueryDict
 
-from platform_site.api.errors import InvalidQuery
+from platform_site.domain_errors import InvalidFilter
 
 ModelT = TypeVar("ModelT", bound=Model)
 
@@ -75,9 +75,9 @@ def tag_filters(query: QueryDict) -> dict[str, str]:
             continue
         key = match["key"] or match["dotted_key"]
         if len(values) != 1:
-            raise InvalidQuery(f"{name} is given more than once")
+            raise InvalidFilter(f"{name} is given more than once")
         if key in tags:
-            raise InvalidQuery(f"{name} is given more than once (as tags[{key}] and tags.{key})")
+            raise InvalidFilter(f"{name} is given more than once (as tags[{key}] and tags.{key})")
         tags[key] = values[0]
     return tags
 
