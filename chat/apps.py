@@ -7,3 +7,12 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         from chat import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from chat.selectors.scheduled_messages import scheduled_message_next_due
+        from chat.services.scheduled_messages import scheduled_messages_publish
+        from events.engine.clock_work import ClockWork, clock_work_register
+
+        # Scheduled bot messages fall due on the delivery engine's clock.
+        clock_work_register(
+            "chat.scheduled_messages",
+            ClockWork(publish=scheduled_messages_publish, next_due=scheduled_message_next_due),
+        )

@@ -11,4 +11,4 @@ def admin_site_configure() -> None:
     admin.site.site_header = settings.PLATFORM_NAME
     admin.site.site_title = f"{settings.PLATFORM_NAME} admin"
     admin.site.index_title = "Dashboard"
-    admin.site.index_template = "admin/events/index.html"
+    admin.site.index_template = "admin/platform/index.html"

@@ -564,7 +564,7 @@ LOGGING = {
 # --- end of Metrics and logs -------------------------------------------------
 
 # --- Dashboard ---
-# The Django admin's home page is a dashboard (events/dashboard/), under the
+# The Django admin's home page is a dashboard (platform_site/dashboard/), under the
 # platform's name rather than Django's.
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="Bot platform")
 # It reads per-minute rollups (events/rollups/), which beat recomputes this

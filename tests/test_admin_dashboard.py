@@ -15,8 +15,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bots.models import Role
-from events.dashboard import figures as dashboard_figures_module
-from events.dashboard.charts import Bar, Series, bar_chart, line_chart
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.rollups.lateness import LATENESS_FIELDS, lateness_label, lateness_percentile
 from events.rollups.models import BotFailureMinute, EventMinute
@@ -24,6 +22,8 @@ from events.rollups.services import event_rollups_update, minute_floor, recomput
 from events.tasks import roll_up_dashboard
 from files.models import FileStatus
 from platform_site.api.ids import new_id_at
+from platform_site.dashboard import figures as dashboard_figures_module
+from platform_site.dashboard.charts import Bar, Series, bar_chart, line_chart
 from tests.factories import (
     AccountFactory,
     BotFactory,

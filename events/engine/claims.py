@@ -15,9 +15,9 @@ On PostgreSQL the claim and the loading of what it took are one statement
 (an UPDATE of the rows a locking SELECT picked, returning what a request
 needs); the ORM does the same in three elsewhere.
 
-Bot messages sent with a `schedule` fall due on the same clock: each claim
-first makes those due into messages (chat/services/scheduled_messages.py), and the
-next due time it reports counts them too."""
+Other apps' rows fall due on the same clock (events/engine/clock_work.py:
+chat's scheduled bot messages): each claim first makes those due real, and
+the next due time it reports counts them too."""
 
 import json
 from collections.abc import Collection, Sequence
@@ -29,8 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from chat.selectors.scheduled_messages import scheduled_message_next_due
-from chat.services.scheduled_messages import scheduled_messages_publish
+from events.engine.clock_work import clock_work_next_due, clock_work_publish
 from events.engine.delivery import Delivery, start_slack, timeout_ceiling
 from events.engine.leases import lease_duration, new_lease
 from events.engine.webhook_client import WebhookRequest
@@ -107,7 +106,7 @@ def deliveries_claim(*, limit: int, exclude_bot_ids: Collection[str] = ()) -> Cl
     now = timezone.now()
     # In a transaction of its own, before the events are taken: should it
     # fail, the claim fails with nothing claimed.
-    scheduled_messages_publish(now=now)
+    clock_work_publish(now=now)
     lease = new_lease()
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -274,13 +273,13 @@ class _Slack(dict[float, float]):
 
 def _next_due(now: datetime, excluded: Collection[str]) -> float | None:
     """When the next event not claimed yet falls due (or the next lease
-    ends), or the next scheduled message, whichever is first."""
+    ends), or the next row of the clock's other work, whichever is first."""
     upcoming = Event.objects.filter(next_attempt_at__gt=now)
     if excluded:
         upcoming = upcoming.exclude(bot_id__in=list(excluded))
     moments = [
         upcoming.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first(),
-        scheduled_message_next_due(after=now),
+        *clock_work_next_due(after=now),
     ]
     known = [moment.timestamp() for moment in moments if moment is not None]
     return min(known, default=None)

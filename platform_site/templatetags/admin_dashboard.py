@@ -1,5 +1,5 @@
 """{% admin_dashboard %}: the dashboard on the Django admin's home page
-(admin/events/index.html), for the workspaces the signed-in staff
+(admin/platform/index.html), for the workspaces the signed-in staff
 account may see. A tag rather than another index view: the admin site stays
 Django's own, on which every model admin is registered."""
 
@@ -15,8 +15,8 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from bots.admin.scoping import managed_workspaces
-from events.dashboard.charts import Bar, Series, bar_chart, line_chart
-from events.dashboard.figures import Timeline, dashboard_figures
+from platform_site.dashboard.charts import Bar, Series, bar_chart, line_chart
+from platform_site.dashboard.figures import Timeline, dashboard_figures
 
 register = template.Library()
 
@@ -27,7 +27,7 @@ FAILED = Series("failed attempts", (), "#c62828", "2 3")
 INDEXING_COLOUR = "#79aec8"
 
 
-@register.inclusion_tag("admin/events/dashboard.html", takes_context=True)
+@register.inclusion_tag("admin/platform/dashboard.html", takes_context=True)
 def admin_dashboard(context: template.Context) -> dict[str, Any]:
     workspaces = managed_workspaces(context["request"])
     figures = dashboard_figures(
