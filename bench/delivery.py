@@ -26,21 +26,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import benchlib  # noqa: E402
-import deliverylib  # noqa: E402
-from benchlib import log, percentile  # noqa: E402
-from deliverylib import lateness_line  # noqa: E402
+from harness import event_rows, machine, servers  # noqa: E402
+from harness.report import failed_lines, lateness_line, log, percentile  # noqa: E402
 
 # ---------------------------------------------------------------- baseline client
 
@@ -52,7 +50,7 @@ def baseline_rate(url: str, count: int, in_flight: int) -> float:
     import aiohttp
     from standardwebhooks.webhooks import Webhook
 
-    # The same signing as the engine's (events.signing), without Django.
+    # The same signing as the engine's (events.engine.signing), without Django.
     signer = Webhook("whsec_" + "A" * 43 + "=")
 
     async def run() -> float:
@@ -82,7 +80,10 @@ def baseline_rate(url: str, count: int, in_flight: int) -> float:
 # ---------------------------------------------------------------- main
 
 
-def main() -> int:
+QUIET_WAIT = 120.0
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--future", type=int, default=100_000)
     parser.add_argument("--burst", type=int, default=10_000)
@@ -91,116 +92,108 @@ def main() -> int:
     parser.add_argument("--throughput", type=int, default=20_000)
     parser.add_argument("--bots", type=int, default=20)
     parser.add_argument("--idle", type=float, default=20.0, help="seconds before reading memory")
-    args = parser.parse_args()
-    benchlib.exit_cleanly_on_sigterm()
-    benchlib.print_machine()
-    queue = f"bench-{os.getpid()}"
-    port = benchlib.free_port()
-    url = f"http://127.0.0.1:{port}/now"
-    with benchlib.project("bench_delivery") as proj:
-        out = proj.data_dir / "received.txt"
-        bots = deliverylib.make_bots(proj, [url] * args.bots)
-        with deliverylib.receiver(port, out) as receiver_process:
-            # 1. memory, idle then with the future events pending
-            memory = {}
-            for label in ("none pending", f"{args.future:,} pending"):
-                if label != "none pending":
-                    start = datetime.now(UTC) + timedelta(hours=3)
-                    deliverylib.seed(
-                        proj,
-                        bots,
-                        [start + timedelta(seconds=n) for n in range(args.future)],
-                        "scheduled",
-                    )
-                    with proj.connect(autocommit=True) as conn:
-                        conn.execute("VACUUM ANALYZE events_event")
-                benchlib.wait_for_quiet(max_wait=120)
-                with deliverylib.engine(proj, queue) as pids:
-                    time.sleep(args.idle)
-                    memory[label] = (
-                        deliverylib.rss_mb(pids["worker"]),
-                        deliverylib.rss_mb(pids["beat"]),
-                    )
-            future_count = args.future
-            with deliverylib.engine(proj, queue) as pids:
-                # 2. trickle
-                benchlib.wait_for_quiet(max_wait=120)
-                start = datetime.now(UTC) + timedelta(seconds=5)
-                spread = 20.0 / max(args.trickle, 1)
-                trickle = deliverylib.seed(
-                    proj,
-                    bots,
-                    [start + timedelta(seconds=n * spread) for n in range(args.trickle)],
-                    "scheduled",
-                )
-                deliverylib.wait_finished(proj, trickle, 60)
-                # 3. bursts
-                bursts = []
-                for _ in range(args.bursts):
-                    benchlib.wait_for_quiet(max_wait=120)
-                    start = datetime.now(UTC) + timedelta(seconds=10)
-                    burst = deliverylib.seed(
-                        proj,
-                        bots,
-                        [start + timedelta(seconds=n / args.burst) for n in range(args.burst)],
-                        "scheduled",
-                    )
-                    if datetime.now(UTC) >= start:
-                        raise SystemExit("FAILED: seeding the burst took longer than its lead time")
-                    deliverylib.wait_finished(proj, burst, 300)
-                    bursts.append(burst)
-                # 4. throughput
-                benchlib.wait_for_quiet(max_wait=120)
-                groups = {
-                    "worker": deliverylib.tree(pids["worker"]),
-                    "beat": [pids["beat"]],
-                    "receiver": [receiver_process.pid],
-                }
-                before = benchlib.cpu_snapshot(groups)
-                now = datetime.now(UTC)
-                bulk = deliverylib.seed(proj, bots, [now] * args.throughput, "pending")
-                deliverylib.wait_finished(proj, bulk, 600)
-                cpu = benchlib.cpu_use(before, benchlib.cpu_snapshot(groups))
-        # the receiver has written what it got
-        got = deliverylib.received(out)
-        benchlib.wait_for_quiet(max_wait=120)
-        with deliverylib.receiver(port, proj.data_dir / "baseline.txt"):
-            base = baseline_rate(url, args.throughput, 256)
+    return parser.parse_args()
 
-        counts = Counter(mid for mid, _, _ in got)
-        log(f"receiver: {len(got)} requests, {len(counts)} distinct webhook-ids")
-        failures = []
-        phases = [("trickle", trickle)] + [(f"burst {n + 1}", ids) for n, ids in enumerate(bursts)]
-        phases.append(("throughput", bulk))
-        for label, ids in phases:
-            if any(counts[i] != 1 for i in ids):
-                failures.append(f"{label}: an event was not received exactly once")
-        arrival = {mid: at for mid, at, _ in got}
-        rows: dict[str, Any] = {}
-        for label, ids in phases:
-            rows[label] = deliverylib.first_attempts(proj, ids)
-            if any(start_at < due - 0.001 for _, due, start_at, _ in rows[label]):
-                failures.append(f"{label}: an attempt started before its event was due")
-        with proj.connect() as conn:
-            untouched = conn.execute(
-                "SELECT count(*) FROM events_event WHERE status = 'scheduled' "
-                "AND attempt_count = 0 AND lease = 0"
-            ).fetchone()
-        if not untouched or untouched[0] != future_count:
-            failures.append("the future events were touched")
 
+def memory(rx: event_rows.Receiving, bots: list[str], args: argparse.Namespace) -> dict:
+    """1. Resident MB of worker (tree) and beat, idle, then with fresh
+    processes and the future events pending."""
+    found = {}
+    for label in ("none pending", f"{args.future:,} pending"):
+        if label != "none pending":
+            event_rows.seed(
+                rx.proj, bots, event_rows.due_from(3 * 3600, args.future, 1), "scheduled"
+            )
+            with rx.proj.connect(autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE events_event")
+        machine.wait_for_quiet(max_wait=QUIET_WAIT)
+        with servers.engine(rx.proj, rx.queue) as engine:
+            time.sleep(args.idle)
+            found[label] = (machine.rss_mb(engine.worker), machine.rss_mb(engine.beat))
+    return found
+
+
+@dataclass
+class Delivered:
+    phases: dict[str, list[str]]  # label -> event ids: trickle, bursts, throughput
+    cpu: machine.CpuUse
+
+
+def deliveries(
+    rx: event_rows.Receiving, bots: list[str], receiver: Any, args: argparse.Namespace
+) -> Delivered:
+    """2-4. The trickle, the bursts, then the throughput, on one engine."""
+    phases: dict[str, list[str]] = {}
+    with servers.engine(rx.proj, rx.queue) as engine:
+        machine.wait_for_quiet(max_wait=QUIET_WAIT)
+        trickle = event_rows.seed(
+            rx.proj,
+            bots,
+            event_rows.due_from(5, args.trickle, 20.0 / max(args.trickle, 1)),
+            "scheduled",
+        )
+        event_rows.wait_finished(rx.proj, trickle, 60)
+        phases["trickle"] = trickle
+        for n in range(args.bursts):
+            machine.wait_for_quiet(max_wait=QUIET_WAIT)
+            due = event_rows.due_from(10, args.burst, 1 / args.burst)
+            burst = event_rows.seed(rx.proj, bots, due, "scheduled")
+            if datetime.now(UTC) >= due[0]:
+                raise SystemExit("FAILED: seeding the burst took longer than its lead time")
+            event_rows.wait_finished(rx.proj, burst, 300)
+            phases[f"burst {n + 1}"] = burst
+        machine.wait_for_quiet(max_wait=QUIET_WAIT)
+        meter = machine.CpuMeter(engine.groups(receiver))
+        bulk = event_rows.seed(rx.proj, bots, [datetime.now(UTC)] * args.throughput, "pending")
+        event_rows.wait_finished(rx.proj, bulk, 600)
+        phases["throughput"] = bulk
+        return Delivered(phases, meter.stop())
+
+
+def check(
+    rx: event_rows.Receiving, delivered: Delivered, future: int, failures: list[str]
+) -> dict[str, Any]:
+    """Each event received exactly once and started when due, the future
+    events untouched; the first attempts, by phase."""
+    counts = Counter(mid for mid, _, _ in event_rows.received(rx.out))
+    log(f"receiver: {sum(counts.values())} requests, {len(counts)} distinct webhook-ids")
+    rows: dict[str, Any] = {}
+    for label, ids in delivered.phases.items():
+        if any(counts[i] != 1 for i in ids):
+            failures.append(f"{label}: an event was not received exactly once")
+    for label, ids in delivered.phases.items():
+        rows[label] = event_rows.first_attempts(rx.proj, ids)
+        if any(start_at < due - 0.001 for _, due, start_at, _ in rows[label]):
+            failures.append(f"{label}: an attempt started before its event was due")
+    untouched = rx.proj.scalar(
+        "SELECT count(*) FROM events_event WHERE status = 'scheduled' "
+        "AND attempt_count = 0 AND lease = 0"
+    )
+    if untouched != future:
+        failures.append("the future events were touched")
+    return rows
+
+
+def report(
+    args: argparse.Namespace,
+    found: dict,
+    rows: dict[str, Any],
+    arrival: dict[str, float],
+    cpu: machine.CpuUse,
+    base: float,
+) -> None:
     print("\n== delivery")
-    worker = " ".join(deliverylib.procfile_command("worker")[1:])
+    worker = " ".join(servers.procfile_words("worker")[1:])
     print(f"{worker}; beat; PostgreSQL, Redis; {args.bots} bots, a receiver answering at once")
     print("\nmemory (resident, MB)          worker tree      beat")
-    for label, (worker_mb, beat_mb) in memory.items():
+    for label, (worker_mb, beat_mb) in found.items():
         print(f"  {label:28s} {worker_mb:10.1f} {beat_mb:9.1f}")
-    (w0, b0), (w1, b1) = memory.values()
+    (w0, b0), (w1, b1) = found.values()
     print(f"  ratio loaded/none            {w1 / w0:10.3f} {b1 / b0:9.3f}")
-    print(f"\nlateness (due -> first attempt starts), {future_count:,} future events pending")
+    print(f"\nlateness (due -> first attempt starts), {args.future:,} future events pending")
     late = {k: [s - d for _, d, s, _ in v] for k, v in rows.items()}
     arrive = {k: [arrival[i] - d for i, d, _, _ in v if i in arrival] for k, v in rows.items()}
-    print(lateness_line(f"trickle {len(trickle)} over 20 s", late["trickle"]))
+    print(lateness_line(f"trickle {len(rows['trickle'])} over 20 s", late["trickle"]))
     names = [label for label in rows if label.startswith("burst")]
     for label in names:
         print(lateness_line(f"{label}: {args.burst:,} in 1 s", late[label]))
@@ -221,9 +214,25 @@ def main() -> int:
     )
     print(f"  ratio     {rate / base:8.2f}")
     print(cpu.report("throughput", len(spans), "event"))
-    for failure in failures:
-        print(f"FAILED: {failure}")
-    return 1 if failures else 0
+
+
+def main() -> int:
+    args = parse_args()
+    machine.start()
+    failures: list[str] = []
+    with event_rows.receiving_project("bench_delivery") as rx:
+        bots = rx.bots("/now", args.bots)
+        with servers.receiver(rx.port, rx.out) as receiver:
+            found = memory(rx, bots, args)
+            delivered = deliveries(rx, bots, receiver, args)
+        # the receiver has written what it got
+        machine.wait_for_quiet(max_wait=QUIET_WAIT)
+        with servers.receiver(rx.port, rx.proj.data_dir / "baseline.txt"):
+            base = baseline_rate(rx.url(), args.throughput, 256)
+        rows = check(rx, delivered, args.future, failures)
+        arrival = rx.arrivals()
+    report(args, found, rows, arrival, delivered.cpu, base)
+    return failed_lines(failures)
 
 
 if __name__ == "__main__":

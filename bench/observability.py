@@ -8,7 +8,8 @@ A fresh database bench_observability (migrated, seeded), Redis database 14
 (BENCH_OBSERVABILITY_REDIS_URL) as broker, live-stream bus and rate limiter.
 Every server is platform_site/Procfile's `web:` line exactly as `make run`
 starts it (python -m platform_site.serve: one process per core), with the
-demo workspace's rate limits set out of reach (nothing is refused).
+rate limits out of reach as in every benchmark's project (nothing is
+refused).
 
 Create event (POST /v1/chat/events, --connections keep-alive connections,
 wrk) served in four configurations, interleaved A B C D (--rounds times),
@@ -36,7 +37,6 @@ Nothing asserts on time.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -47,12 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
-import chat_messages  # noqa: E402
-import create_event  # noqa: E402
-import protection  # noqa: E402
-import web_tier  # noqa: E402
-from benchlib import log  # noqa: E402
+
+from harness import api, cli, load, machine, servers  # noqa: E402
+from harness.project import ROOT, Project, bus_project  # noqa: E402
+from harness.report import (  # noqa: E402
+    failed_lines,
+    mean,
+    percentile,
+)
 
 DB = "bench_observability"
 # No other benchmark or test uses database 14.
@@ -107,76 +109,43 @@ CONFIGS = (
 )
 
 
-def probe(config: Config, server: benchlib.AsgiServer, demo: dict, failures: list[str]) -> None:
-    status, headers, _ = protection.post_event(server.base_url, demo, protection.event_body(), None)
+def probe(config: Config, server: servers.WebServer, demo: dict, failures: list[str]) -> None:
+    status, headers, _ = api.post_event(server.base_url, demo, api.event_body(), None)
     request_id = headers.get("X-Request-Id")
     print(f"  probe {config.name}: {status}, X-Request-Id {request_id}")
     if status != 201 or not request_id:
         failures.append(f"{config.name} probe: {status}, X-Request-Id {request_id!r}")
 
 
-def phase(
-    config: Config,
-    round_: int,
-    *,
-    proj: benchlib.Project,
-    wrk: str,
-    tmp: Path,
-    args: argparse.Namespace,
-    failures: list[str],
-) -> web_tier.Measured:
-    demo = proj.demo
+class Bench(api.WrkRun):
+    def phase(self, config: Config, round_: int) -> api.Measured:
+        """The configuration's server, probed, warmed up, then measured."""
+        proj = self.proj
 
-    def script(stage: str) -> Path:
-        return protection.load_script(
-            tmp / f"{config.name}{round_}-{stage}.lua",
-            token=demo["tokens"]["developer"],
-            bot_id=demo["botId"],
-            body=protection.event_body(),
+        def script(stage: str) -> Path:
+            path = self.tmp / f"{config.name}{round_}-{stage}.lua"
+            return api.limited_event_script(path, proj.demo)
+
+        with servers.web_server(config.server, proj) as server:
+            probe(config, server, proj.demo, self.failures)
+            measured, run = self.event_phase(
+                server,
+                script,
+                label=f"{config.name} ({config.label}) round {round_}",
+                request=f"{config.name} round {round_}",
+            )
+        w = run.result
+        print(
+            f"{config.name} round {round_}, {config.label}: {w['requests']} requests in "
+            f"{w['duration_us'] / 1e6:.1f} s = {measured.rate:.0f} req/s, p50 "
+            f"{w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms; web CPU "
+            f"{measured.server_ms_per_request:.3f} ms/request"
         )
-
-    with web_tier.start(config.server, proj) as server:
-        assert isinstance(server, benchlib.AsgiServer)
-        probe(config, server, demo, failures)
-        url = f"{server.base_url}/v1/chat/events"
-        log(f"{config.name} ({config.label}) round {round_}: warm-up {args.warmup:g} s")
-        create_event.run_wrk(
-            wrk, url, script("warm"), connections=args.connections, threads=1, seconds=args.warmup
-        )
-        benchlib.wait_for_quiet(args.quiet_wait)
-        time.sleep(1)
-        groups = {"serve": server.pids()}
-        before = chat_messages.stored(proj)
-        cpu_before = benchlib.cpu_snapshot(groups)
-        log(f"{config.name} ({config.label}) round {round_}: wrk -c{args.connections}")
-        result = create_event.run_wrk(
-            wrk,
-            url,
-            script("load"),
-            connections=args.connections,
-            threads=1,
-            seconds=args.duration,
-        )
-        cpu = benchlib.cpu_use(cpu_before, benchlib.cpu_snapshot(groups))
-        time.sleep(1)  # requests in flight when wrk stopped
-        after = chat_messages.stored(proj)
-    measured = web_tier.Measured(
-        "serve", f"{config.name} round {round_}", result, cpu, after["events"] - before["events"]
-    )
-    web_tier.check(measured, args.connections, before, after, failures)
-    w = result
-    print(
-        f"{config.name} round {round_}, {config.label}: {w['requests']} requests in "
-        f"{w['duration_us'] / 1e6:.1f} s = {measured.rate:.0f} req/s, p50 "
-        f"{w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms; web CPU "
-        f"{measured.server_ms_per_request:.3f} ms/request"
-    )
-    return measured
+        return measured
 
 
-def scrape_phase(proj: benchlib.Project, expected_created: int, failures: list[str]) -> None:
-    with web_tier.start("serve", proj) as server:
-        assert isinstance(server, benchlib.AsgiServer)
+def scrape_phase(proj: Project, expected_created: int, failures: list[str]) -> None:
+    with servers.web_server("serve", proj) as server:
         times = []
         text = ""
         for _ in range(SCRAPES):
@@ -191,8 +160,8 @@ def scrape_phase(proj: benchlib.Project, expected_created: int, failures: list[s
     )
     files = len(os.listdir(proj.data_dir / "metrics"))
     print(
-        f"GET /metrics x{SCRAPES}: p50 {benchlib.percentile(times, 0.5) * 1000:.1f} ms, p99 "
-        f"{benchlib.percentile(times, 0.99) * 1000:.1f} ms; {len(text):,} bytes, {files} "
+        f"GET /metrics x{SCRAPES}: p50 {percentile(times, 50) * 1000:.1f} ms, p99 "
+        f"{percentile(times, 99) * 1000:.1f} ms; {len(text):,} bytes, {files} "
         f"metric files of the run's processes; events created counted {created:.0f}, "
         f"stored by metered servers {expected_created}"
     )
@@ -203,9 +172,9 @@ def scrape_phase(proj: benchlib.Project, expected_created: int, failures: list[s
         )
 
 
-def isolated_phase(proj: benchlib.Project) -> dict[str, float]:
+def isolated_phase(proj: Project) -> dict[str, float]:
     """Microseconds per request of the metrics and of the access line's formatting."""
-    benchlib.wait_for_quiet(60)
+    machine.wait_for_quiet(60)
     out = proj.manage("shell", "-c", ISOLATED)
     costs = {
         name: float(value)
@@ -218,10 +187,7 @@ def isolated_phase(proj: benchlib.Project) -> dict[str, float]:
     return costs
 
 
-def report(measured: dict[str, list[web_tier.Measured]], costs: dict[str, float]) -> None:
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values)
-
+def report(measured: dict[str, list[api.Measured]], costs: dict[str, float]) -> None:
     rate = {name: mean([m.rate for m in runs]) for name, runs in measured.items()}
     cpu = {name: mean([m.server_ms_per_request for m in runs]) for name, runs in measured.items()}
     print()
@@ -251,51 +217,33 @@ def report(measured: dict[str, list[web_tier.Measured]], costs: dict[str, float]
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0].replace("\n", " "),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--duration", type=float, default=10, help="seconds of each phase")
-    parser.add_argument("--warmup", type=float, default=3, help="seconds before each phase")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of A B C D")
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections")
-    parser.add_argument(
-        "--quiet-wait", type=float, default=60, help="seconds to wait for a quiet machine"
-    )
+    parser = cli.parser(__doc__)
+    cli.add_rounds(parser, rounds=3, configs="A B C D")
     args = parser.parse_args()
-
-    benchlib.exit_cleanly_on_sigterm()
-    wrk = benchlib.ensure_wrk()
-    print("== observability: metrics and access log, cost per request")
-    benchlib.print_machine()
+    wrk = load.start_wrk_bench("== observability: metrics and access log, cost per request")
     failures: list[str] = []
-    measured: dict[str, list[web_tier.Measured]] = {}
-    os.environ["CELERY_QUEUE"] = f"bench-observability-{os.getpid()}"
+    measured: dict[str, list[api.Measured]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="bench-observability-") as tmp,
-        benchlib.project(DB, redis_url=REDIS_URL) as proj,
+        bus_project(DB, queue="bench-observability", redis_url=REDIS_URL) as proj,
     ):
-        proj.env["LIVE_STREAM_REDIS_URL"] = REDIS_URL
-        protection.set_limits(proj, workspace=protection.HIGH_LIMIT, token=protection.HIGH_LIMIT)
         # Counted from here: what seeding did is not the run's.
         shutil.rmtree(proj.data_dir / "metrics", ignore_errors=True)
+        bench = Bench(args, proj, wrk, Path(tmp), failures)
         metered = 0
         for round_ in range(1, args.rounds + 1):
             for config in CONFIGS:
-                stored_before = chat_messages.stored(proj)["events"]
-                m = phase(
-                    config, round_, proj=proj, wrk=wrk, tmp=Path(tmp), args=args, failures=failures
-                )
+                stored_before = api.stored(proj)["events"]
+                m = bench.phase(config, round_)
                 measured.setdefault(config.name, []).append(m)
                 if config.metrics:
-                    metered += chat_messages.stored(proj)["events"] - stored_before
+                    metered += api.stored(proj)["events"] - stored_before
         scrape_phase(proj, metered, failures)
         costs = isolated_phase(proj)
     report(measured, costs)
-    print("\n".join(f"FAILED: {failure}" for failure in failures) or "  checks: all passed")
-    return int(bool(failures))
+    return failed_lines(failures, "  checks: all passed")
 
 
 if __name__ == "__main__":
-    os.chdir(benchlib.ROOT)
+    os.chdir(ROOT)
     sys.exit(main())

@@ -12,7 +12,6 @@ benchmark target.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import subprocess
 import sys
 import tempfile
@@ -20,12 +19,11 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
-import chat_messages  # noqa: E402
-import chat_stream  # noqa: E402
-import create_event  # noqa: E402
 
-PY_SPY = str(Path(benchlib.PYTHON).parent / "py-spy")
+from harness import api, load, machine, servers  # noqa: E402
+from harness.project import PYTHON, bus_project  # noqa: E402
+
+PY_SPY = str(Path(PYTHON).parent / "py-spy")
 
 
 def main() -> int:
@@ -35,30 +33,24 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--top", type=int, default=40)
     args = parser.parse_args()
-    benchlib.exit_cleanly_on_sigterm()
-    wrk = benchlib.ensure_wrk()
+    machine.exit_cleanly_on_sigterm()
+    wrk = load.ensure_wrk()
     with (
-        chat_stream.run_queue(),
-        benchlib.project("bench_profile_server", redis_url=chat_stream.REDIS_URL) as proj,
+        bus_project("bench_profile_server", queue="bench-chat") as proj,
         tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp,
     ):
-        proj.env["LIVE_STREAM_REDIS_URL"] = chat_stream.REDIS_URL
         script = Path(tmp) / "requests.lua"
-        with benchlib.procfile_web(proj, workers=1, env={"WEB_CONCURRENCY": "1"}) as server:
+        with servers.procfile_web(proj, workers=1, env={"WEB_CONCURRENCY": "1"}) as server:
             if args.request == "event":
-                chat_messages.event_script(script, proj.demo)
+                api.event_script(script, proj.demo)
                 url = f"{server.base_url}/v1/chat/events"
             else:
-                rooms = asyncio.run(
-                    chat_stream.make_rooms(
-                        server.base_url, proj.demo["webhookId"], rooms=32, per_room=1
-                    )
+                rooms = api.make_rooms_sync(
+                    server.base_url, proj.demo["webhookId"], rooms=32, per_room=1
                 )
-                chat_messages.message_script(script, rooms)
+                api.message_script(script, rooms)
                 url = f"{server.base_url}/chat/{proj.demo['webhookId']}/messages"
-            create_event.run_wrk(
-                wrk, url, script, connections=args.connections, threads=1, seconds=3
-            )
+            load.run_wrk(wrk, url, script, connections=args.connections, threads=1, seconds=3)
             raw = Path(tmp) / "samples.txt"
             spy = subprocess.Popen(
                 [PY_SPY, "record", "--pid", str(server.pids()[0]), "--duration",
@@ -67,7 +59,7 @@ def main() -> int:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )  # fmt: skip
-            result = create_event.run_wrk(
+            result = load.run_wrk(
                 wrk, url, script, connections=args.connections, threads=1, seconds=args.seconds
             )
             spy.wait(timeout=args.seconds + 60)

@@ -56,32 +56,30 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import multiprocessing
 import os
 import re
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from email.message import Message
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import redis
-from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
-import chat_messages  # noqa: E402
-import chat_stream  # noqa: E402
-import create_event  # noqa: E402
-import web_tier  # noqa: E402
-from benchlib import log  # noqa: E402
+
+from harness import api, cli, load, machine, servers  # noqa: E402
+from harness.project import (  # noqa: E402
+    HIGH_LIMIT,
+    ROOT,
+    Project,
+    project,
+    redis_forgetting,
+    redis_script_calls,
+)
+from harness.report import background_warning, failed_lines, indent, log, mean  # noqa: E402
 
 DB = "bench_protection"
 # No other benchmark or test uses database 13.
@@ -89,15 +87,10 @@ REDIS_URL = os.environ.get("BENCH_PROTECTION_REDIS_URL", "redis://127.0.0.1:6379
 # platform_site.api.rate_limit keys its counters by database name.
 LIMITER_PREFIX = f"ratelimit:{DB}:"
 DIRECT_PREFIX = "bench-protection:direct:"
-# "Out of the way": a request every 6 µs. (A limit over 60,000,000 a minute
-# makes rate_limit's interval 0 µs, and its quota arithmetic divides by it.)
-HIGH_LIMIT = 10_000_000
-JSON = "application/json"
 ACCURACY_TYPE = "bench.rate_limit_accuracy"
 TARGET_RATIO = 0.95
 TARGET_ERROR = 0.01
 GROSS_EXCESS = 0.10  # allowed this far over the expected count fails the run
-BACKGROUND_LIMIT = 0.3
 
 
 @dataclass(frozen=True)
@@ -115,190 +108,14 @@ CONFIGS = (
     Config("C", "limits on + Idempotency-Key", "serve", keyed=True, limited=True),
 )
 
-# One script for every phase: a `request` function builds each request, with
-# an Idempotency-Key when KEY_PREFIX is a string. It counts the 201s, the
-# 429s, every non-201 answer and the answers with a RateLimit header.
-LOAD_LUA = """
-local key_prefix = KEY_PREFIX
-local threads = {}
-local names = {"created", "limited", "other", "headed"}
-
-function setup(thread)
-  table.insert(threads, thread)
-  thread:set("tid", #threads)
-end
-
-function init(args)
-  created, limited, other, headed, sent = 0, 0, 0, 0, 0
-end
-
-function request()
-  if key_prefix then
-    sent = sent + 1
-    wrk.headers["Idempotency-Key"] = key_prefix .. tid .. "-" .. sent
-  end
-  return wrk.format()
-end
-
-function response(status, headers, body)
-  created = created + (status == 201 and 1 or 0)
-  limited = limited + (status == 429 and 1 or 0)
-  other = other + (status ~= 201 and 1 or 0)
-  for name, _ in pairs(headers) do
-    if string.lower(name) == "ratelimit" then
-      headed = headed + 1
-      break
-    end
-  end
-end
-
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write("WRKJSON {")
-  io.write(string.format('"requests":%d,"duration_us":%d,', summary.requests, summary.duration))
-  for _, name in ipairs(names) do
-    local total = 0
-    for _, thread in ipairs(threads) do total = total + thread:get(name) end
-    io.write(string.format('"%s":%d,', name, total))
-  end
-  io.write(string.format('"err_connect":%d,"err_read":%d,"err_write":%d,"err_timeout":%d,',
-    e.connect, e.read, e.write, e.timeout))
-  io.write(string.format('"p50_us":%d,"p99_us":%d}\\n',
-    latency:percentile(50), latency:percentile(99)))
-end
-"""
+# ---------------------------------------------------------------- Redis
 
 
-# ---------------------------------------------------------------- requests
-
-
-def event_body(event_type: str = create_event.EVENT_TYPE) -> str:
-    return json.dumps(
-        {"type": event_type, "payload": create_event.EVENT_PAYLOAD}, separators=(",", ":")
-    )
-
-
-def request_headers(token: str, bot_id: str) -> dict[str, str]:
-    return {"Authorization": "Bearer " + token, "x-bot-id": bot_id, "Content-Type": JSON}
-
-
-def load_script(
-    path: Path, *, token: str, bot_id: str, body: str, key_prefix: str | None = None
-) -> Path:
-    lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(body)}"]
-    lines += [
-        f"wrk.headers[{json.dumps(name)}] = {json.dumps(value)}"
-        for name, value in request_headers(token, bot_id).items()
-    ]
-    prefix = "nil" if key_prefix is None else json.dumps(key_prefix)
-    path.write_text("\n".join(lines) + "\n" + LOAD_LUA.replace("KEY_PREFIX", prefix, 1))
-    return path
-
-
-def post_event(
-    base_url: str, demo: dict[str, Any], body: str, key: str | None = None
-) -> tuple[int, Message, bytes]:
-    """One create event with urllib: status, headers, body."""
-    headers = request_headers(demo["tokens"]["developer"], demo["botId"])
-    if key is not None:
-        headers["Idempotency-Key"] = key
-    request = urllib.request.Request(
-        base_url + "/v1/chat/events", data=body.encode(), headers=headers, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, answer.headers, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
-
-
-# ---------------------------------------------------------------- database, Redis
-
-
-def set_limits(proj: benchlib.Project, *, workspace: int, token: int) -> None:
-    """The demo workspace's limit and every token's own ceiling, through the ORM."""
-    log(f"limits: workspace {workspace}/min, tokens {token}/min")
-    proj.manage(
-        "shell",
-        "-c",
-        "from bots.models import AccessToken, WorkspaceSettings\n"
-        "WorkspaceSettings.objects.update_or_create(\n"
-        f"    workspace_id={proj.demo['workspaceId']!r},\n"
-        f"    defaults={{'rate_limit_per_minute': {workspace:d}}},\n"
-        ")\n"
-        f"AccessToken.objects.update(rate_limit_per_minute={token:d})\n",
-    )
-
-
-def key_table(proj: benchlib.Project) -> tuple[str | None, str]:
-    """The IdempotencyKey model's table, or None and why not."""
-    out = proj.manage(
-        "shell",
-        "-c",
-        "try:\n"
-        "    from bots.models import IdempotencyKey\n"
-        "except ImportError:\n"
-        "    print('TABLE -')\n"
-        "else:\n"
-        "    print('TABLE', IdempotencyKey._meta.db_table)\n",
-    )
-    table = out.strip().splitlines()[-1].split()[-1]
-    if table == "-":
-        return None, "bots.models has no IdempotencyKey"
-    with proj.connect(autocommit=True) as conn:
-        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
-    if not row or not row[0]:
-        return None, f"table {table} is missing (migration not there or not applied)"
-    return table, ""
-
-
-def stored(proj: benchlib.Project, table: str | None) -> dict[str, int]:
-    """chat_messages.stored's counts, plus the idempotency keys (all, and
-    those still claimed without an answer)."""
-    counts = chat_messages.stored(proj)
-    counts["keys"] = counts["keys_open"] = 0
-    if table is not None:
-        with proj.connect(autocommit=True) as conn:
-            row = conn.execute(
-                sql.SQL(
-                    "SELECT count(*), count(*) FILTER (WHERE status_code IS NULL) FROM {}"
-                ).format(sql.Identifier(table))
-            ).fetchone()
-        assert row is not None
-        counts["keys"], counts["keys_open"] = int(row[0]), int(row[1])
-    return counts
-
-
-@contextlib.contextmanager
-def redis_keys() -> Iterator[redis.Redis]:
+def redis_keys() -> contextlib.AbstractContextManager[redis.Redis]:
     """A client of the run's Redis database; the limiter's counters, the
     direct check's and the run's Celery queue deleted before and after."""
-    client = redis.Redis.from_url(REDIS_URL)
     queue = os.environ["CELERY_QUEUE"]
-
-    def forget() -> None:
-        for pattern in (f"{LIMITER_PREFIX}*", f"{DIRECT_PREFIX}*", f"*{queue}*"):
-            keys = list(client.scan_iter(match=pattern, count=1000))
-            if keys:
-                client.delete(*keys)
-
-    forget()
-    try:
-        yield client
-    finally:
-        with contextlib.suppress(redis.RedisError):
-            forget()
-        client.close()
-
-
-def script_calls(client: redis.Redis) -> int:
-    """Lua scripts Redis has run so far (any client of the server): the
-    limiter's one round trip is an EVALSHA. (Its counters expire within
-    milliseconds under a limit as high as HIGH_LIMIT, so they are not counted.)"""
-    stats = client.info("commandstats")
-    return sum(
-        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval")
-    )
+    return redis_forgetting(REDIS_URL, [f"{LIMITER_PREFIX}*", f"{DIRECT_PREFIX}*", f"*{queue}*"])
 
 
 # ---------------------------------------------------------------- 1. cost per request
@@ -311,16 +128,16 @@ class Skip:
 
 def probe(
     config: Config,
-    server: benchlib.AsgiServer,
-    proj: benchlib.Project,
+    server: servers.WebServer,
+    proj: Project,
     table: str | None,
     skip: Skip,
     failures: list[str],
 ) -> None:
     """One request that shows the server runs the configuration asked for."""
-    demo, body = proj.demo, event_body()
+    demo, body = proj.demo, api.event_body()
     if not config.keyed:
-        status, headers, _ = post_event(server.base_url, demo, body)
+        status, headers, _ = api.post_event(server.base_url, demo, body)
         policy, limits = headers.get("RateLimit-Policy"), headers.get("RateLimit")
         print(f"  probe {config.name}: {status}, RateLimit-Policy {policy}, RateLimit {limits}")
         if status != 201:
@@ -333,11 +150,11 @@ def probe(
         if not config.limited and (limits is not None or policy is not None):
             failures.append(f"{config.name} probe: RateLimit headers with limits off")
         return
-    before = stored(proj, table)
+    before = api.stored_with_keys(proj, table)
     key = f"probe-{os.getpid()}-{time.monotonic_ns()}"
-    first = post_event(server.base_url, demo, body, key)
-    second = post_event(server.base_url, demo, body, key)
-    after = stored(proj, table)
+    first = api.post_event(server.base_url, demo, body, key)
+    second = api.post_event(server.base_url, demo, body, key)
+    after = api.stored_with_keys(proj, table)
     made = after["events"] - before["events"]
     replayed = second[1].get("Idempotent-Replayed")
     print(
@@ -362,55 +179,38 @@ def probe(
 def cost_phase(
     config: Config,
     round_: int,
-    *,
-    proj: benchlib.Project,
-    wrk: str,
-    tmp: Path,
-    args: argparse.Namespace,
-    table: str | None,
-    client: redis.Redis,
+    run: api.WrkRun,
+    redis_of: tuple[str | None, redis.Redis],
     skip: Skip,
-    failures: list[str],
-) -> web_tier.Measured | None:
-    demo = proj.demo
-    conns = args.connections
+) -> api.Measured | None:
+    """One configuration's server, probed, warmed up, measured and checked;
+    `redis_of`: the idempotency keys' table and the Redis client."""
+    proj, tmp, failures = run.proj, run.tmp, run.failures
+    table, client = redis_of
 
     def script(stage: str) -> Path:
         prefix = f"{os.getpid()}-{config.name}{round_}-{stage}-" if config.keyed else None
-        return load_script(
-            tmp / f"{config.name}{round_}-{stage}.lua",
-            token=demo["tokens"]["developer"],
-            bot_id=demo["botId"],
-            body=event_body(),
-            key_prefix=prefix,
-        )
+        path = tmp / f"{config.name}{round_}-{stage}.lua"
+        return api.limited_event_script(path, proj.demo, key_prefix=prefix)
 
-    with web_tier.start(config.server, proj) as server:
-        assert isinstance(server, benchlib.AsgiServer)
+    with servers.web_server(config.server, proj) as server:
         probe(config, server, proj, table, skip, failures)
         if config.keyed and skip.reason:
             return None
-        url = f"{server.base_url}/v1/chat/events"
-        log(f"{config.name} ({config.label}) round {round_}: warm-up {args.warmup:g} s")
-        create_event.run_wrk(
-            wrk, url, script("warm"), connections=conns, threads=1, seconds=args.warmup
+        measured, done = run.event_phase(
+            server,
+            script,
+            label=f"{config.name} ({config.label}) round {round_}",
+            request=f"{config.name} round {round_}",
+            # The limiter's counters expire within milliseconds under a limit
+            # as high as HIGH_LIMIT: its scripts are counted instead.
+            count=lambda: {
+                **api.stored_with_keys(proj, table),
+                "calls": redis_script_calls(client),
+            },
+            groups={"redis": machine.pids_named("redis-server")},
         )
-        benchlib.wait_for_quiet(args.quiet_wait)
-        time.sleep(1)
-        groups = {"serve": server.pids(), "redis": chat_stream.pids_named("redis-server")}
-        before, calls = stored(proj, table), script_calls(client)
-        cpu_before = benchlib.cpu_snapshot(groups)
-        log(f"{config.name} ({config.label}) round {round_}: wrk -c{conns} {args.duration:g} s")
-        result = create_event.run_wrk(
-            wrk, url, script("load"), connections=conns, threads=1, seconds=args.duration
-        )
-        cpu = benchlib.cpu_use(cpu_before, benchlib.cpu_snapshot(groups))
-        time.sleep(1)  # requests in flight when wrk stopped
-        after, calls = stored(proj, table), script_calls(client) - calls
-    measured = web_tier.Measured(
-        "serve", f"{config.name} round {round_}", result, cpu, after["events"] - before["events"]
-    )
-    web_tier.check(measured, conns, before, after, failures)
+    result, before, after, calls = done.result, done.before, done.after, done.stored["calls"]
     name = f"{config.name} round {round_}"
     expected_headed = result["requests"] if config.limited else 0
     if result["headed"] != expected_headed:
@@ -436,11 +236,11 @@ def cost_phase(
     return measured
 
 
-def per_request_ms(m: web_tier.Measured, group: str) -> float:
-    return m.cpu.cores.get(group, 0.0) * m.cpu.wall / max(1, m.wrk["requests"]) * 1000
+def per_request_ms(m: api.Measured, group: str) -> float:
+    return m.cpu.per_request_ms(group, m.wrk["requests"])
 
 
-def print_cost_phase(config: Config, m: web_tier.Measured, calls: int, keys: int | None) -> None:
+def print_cost_phase(config: Config, m: api.Measured, calls: int, keys: int | None) -> None:
     w = m.wrk
     stored_keys = "" if keys is None else f", idempotency keys stored {keys}"
     print(
@@ -450,7 +250,7 @@ def print_cost_phase(config: Config, m: web_tier.Measured, calls: int, keys: int
         f"{w['headed']} with RateLimit; Redis scripts run {calls} (by any client); "
         f"events stored {m.created}{stored_keys}"
     )
-    print("   " + m.cpu.report(m.request, w["requests"]).replace("\n", "\n   "))
+    print(indent(m.cpu.report(m.request, w["requests"])))
 
 
 # ---------------------------------------------------------------- 2. accuracy
@@ -488,66 +288,70 @@ class Accuracy:
             failures.append(f"{self.label}: {self.allowed} allowed, {self.expected:.0f} expected")
 
 
-def http_accuracy(
-    *,
-    proj: benchlib.Project,
-    wrk: str,
-    tmp: Path,
-    args: argparse.Namespace,
-    client: redis.Redis,
-    failures: list[str],
-) -> Accuracy:
-    demo = proj.demo
-    set_limits(proj, workspace=args.policy, token=HIGH_LIMIT)
-    # Another workspace warms both processes; its counters are its own.
-    warm = load_script(
-        tmp / "accuracy-warm.lua",
-        token=demo["outsiderToken"],
-        bot_id=demo["otherBotId"],
-        body=event_body(),
-    )
-    load = load_script(
-        tmp / "accuracy.lua",
-        token=demo["tokens"]["developer"],
-        bot_id=demo["botId"],
-        body=event_body(ACCURACY_TYPE),
-    )
-    conns = args.accuracy_connections
-    with benchlib.procfile_web(proj, workers=2, env={"WEB_CONCURRENCY": "2"}) as server:
+def hammer_http(
+    run: api.WrkRun, client: redis.Redis, scripts: tuple[Path, Path]
+) -> tuple[list[dict[str, int]], list[int], machine.CpuUse]:
+    """Two web processes sharing the limiter, warmed up by another workspace,
+    then two wrk processes at once: their summaries, the connections each web
+    process held midway, the CPU."""
+    args, conns = run.args, run.args.accuracy_connections
+    with servers.procfile_web(run.proj, workers=2, env={"WEB_CONCURRENCY": "2"}) as server:
         url = f"{server.base_url}/v1/chat/events"
         log(f"accuracy: warm-up by another workspace, {args.warmup:g} s")
-        create_event.run_wrk(wrk, url, warm, connections=2 * conns, threads=1, seconds=args.warmup)
-        benchlib.wait_for_quiet(args.quiet_wait)
+        load.run_wrk(
+            run.wrk, url, scripts[0], connections=2 * conns, threads=1, seconds=args.warmup
+        )
+        machine.wait_for_quiet(args.quiet_wait)
         for key in client.scan_iter(match=f"{LIMITER_PREFIX}workspace:*", count=1000):
             client.delete(key)  # a quiet counter
-        workers = server.worker_pids()
-        groups = {f"web {pid}": [pid] for pid in workers}
-        groups["redis"] = chat_stream.pids_named("redis-server")
+        groups = {f"web {pid}": [pid] for pid in server.worker_pids()}
+        groups["redis"] = machine.pids_named("redis-server")
         spread: list[int] = []
-        cpu_before = benchlib.cpu_snapshot(groups)
+        meter = machine.CpuMeter(groups)
         log(
             f"accuracy: 2 web processes, 2 wrk x {conns} connections, "
             f"{args.accuracy_duration:g} s, policy {args.policy}/min"
         )
-        with ThreadPoolExecutor(2) as pool:
-            runs = [
-                pool.submit(
-                    create_event.run_wrk,
-                    wrk,
-                    url,
-                    load,
-                    connections=conns,
-                    threads=1,
-                    seconds=args.accuracy_duration,
-                    midway=(lambda: spread.extend(server.connections_by_worker()))
-                    if index == 0
-                    else None,
-                )
-                for index in range(2)
-            ]
-            results = [run.result() for run in runs]
-        cpu = benchlib.cpu_use(cpu_before, benchlib.cpu_snapshot(groups))
+
+        results = load.run_wrks(
+            run.wrk,
+            url,
+            scripts[1],
+            processes=2,
+            connections=conns,
+            seconds=args.accuracy_duration,
+            midway=lambda: spread.extend(server.connections_by_worker()),
+        )
+        cpu = meter.stop()
         time.sleep(1)  # requests in flight when wrk stopped
+    return results, spread, cpu
+
+
+def check_answers(results: list[dict[str, int]], failures: list[str]) -> None:
+    """Every answer of the accuracy run a 201 or a 429, no socket error."""
+    for index, r in enumerate(results, 1):
+        print(
+            f"  wrk {index}: {r['requests']} answers in {r['duration_us'] / 1e6:.1f} s: "
+            f"{r['created']} x 201, {r['limited']} x 429, {r['other'] - r['limited']} other; "
+            f"socket errors connect/read/write/timeout {r['err_connect']}/{r['err_read']}/"
+            f"{r['err_write']}/{r['err_timeout']}"
+        )
+        if r["other"] != r["limited"] or r["created"] + r["limited"] != r["requests"]:
+            failures.append(f"accuracy wrk {index}: answers other than 201 and 429: {r}")
+        if any(r[error] for error in load.SOCKET_ERRORS):
+            failures.append(f"accuracy wrk {index}: socket errors: {r}")
+
+
+def http_accuracy(run: api.WrkRun, client: redis.Redis) -> Accuracy:
+    """2: the demo workspace's limit at --policy, hammered over HTTP."""
+    proj, failures, conns = run.proj, run.failures, run.args.accuracy_connections
+    api.set_limits(proj, workspace=run.args.policy, token=HIGH_LIMIT)
+    # Another workspace warms both processes; its counters are its own.
+    warm = api.limited_event_script(run.tmp / "accuracy-warm.lua", proj.demo, token="outsider")
+    hammering = api.limited_event_script(
+        run.tmp / "accuracy.lua", proj.demo, event_type=ACCURACY_TYPE
+    )
+    results, spread, cpu = hammer_http(run, client, (warm, hammering))
     with proj.connect(autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*), min(created_at), max(created_at) FROM events_event WHERE type = %s",
@@ -558,26 +362,16 @@ def http_accuracy(
     elapsed = (last - first).total_seconds() if allowed else 0.0
     created = sum(r["created"] for r in results)
     refused = sum(r["limited"] for r in results)
-    for index, r in enumerate(results, 1):
-        print(
-            f"  wrk {index}: {r['requests']} answers in {r['duration_us'] / 1e6:.1f} s: "
-            f"{r['created']} x 201, {r['limited']} x 429, {r['other'] - r['limited']} other; "
-            f"socket errors connect/read/write/timeout {r['err_connect']}/{r['err_read']}/"
-            f"{r['err_write']}/{r['err_timeout']}"
-        )
-        if r["other"] != r["limited"] or r["created"] + r["limited"] != r["requests"]:
-            failures.append(f"accuracy wrk {index}: answers other than 201 and 429: {r}")
-        if r["err_connect"] or r["err_read"] or r["err_write"] or r["err_timeout"]:
-            failures.append(f"accuracy wrk {index}: socket errors: {r}")
+    check_answers(results, failures)
     print(f"  client connections held by each web process midway: {spread}")
-    print("   " + cpu.report("the accuracy phase", created + refused).replace("\n", "\n   "))
+    print(indent(cpu.report("the accuracy phase", created + refused)))
     if not 0 <= allowed - created <= 2 * conns:
         failures.append(f"accuracy: {allowed} events stored but {created} answered 201")
     if len(spread) != 2 or min(spread) == 0:
         failures.append(f"accuracy: the load did not reach both web processes: {spread}")
     return Accuracy(
         "HTTP, 2 web processes, 2 wrk",
-        args.policy,
+        run.args.policy,
         allowed,
         elapsed,
         f"{created} x 201, {refused} x 429, stored {allowed}",
@@ -596,7 +390,7 @@ class Hammered:
 
 def hammer(key: str, limit: int, seconds: float, start: Any, results: Any) -> None:
     """A process calling the limiter as fast as it answers (in a child process)."""
-    sys.path.insert(0, str(benchlib.ROOT))
+    sys.path.insert(0, str(ROOT))
     from platform_site.api.rate_limit import Policy, RedisLimiter
 
     limiter = RedisLimiter(REDIS_URL, prefix=DIRECT_PREFIX)
@@ -670,12 +464,8 @@ def direct_accuracy(args: argparse.Namespace, client: redis.Redis, failures: lis
 # ---------------------------------------------------------------- report
 
 
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 def report(
-    measured: dict[str, list[web_tier.Measured]],
+    measured: dict[str, list[api.Measured]],
     accuracies: list[Accuracy],
     skip: Skip,
     conns: int,
@@ -706,14 +496,14 @@ def report(
                 f"  {name}/A: throughput {ratio:.3f} (target >= {TARGET_RATIO}: {verdict}), "
                 f"serve CPU per request {cpu[name] / cpu['A']:.3f}"
             )
-    noisy = [
-        f"{m.request} {m.cpu.other:.2f}"
-        for ms in measured.values()
-        for m in ms
-        if m.cpu.other > BACKGROUND_LIMIT
-    ]
-    if noisy:
-        print(f"  WARNING: background load (cores) during {', '.join(noisy)}: figures understated")
+    background_warning(
+        [
+            f"{m.request} {m.cpu.other:.2f}"
+            for ms in measured.values()
+            for m in ms
+            if m.cpu.other > machine.BACKGROUND_LIMIT
+        ]
+    )
     if measured:
         print(f"  ({conns} keep-alive connections; rounds interleaved A B C)")
     for accuracy in accuracies:
@@ -723,15 +513,9 @@ def report(
 # ---------------------------------------------------------------- main
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0].replace("\n", " "),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--duration", type=float, default=10, help="seconds of each cost phase")
-    parser.add_argument("--warmup", type=float, default=3, help="seconds before each phase")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds of A B C")
-    parser.add_argument("--connections", type=int, default=16, help="wrk connections, cost")
+def parse_args() -> argparse.Namespace:
+    parser = cli.parser(__doc__)
+    cli.add_rounds(parser, rounds=2, configs="A B C", what="cost phase")
     parser.add_argument(
         "--accuracy-duration",
         type=float,
@@ -749,77 +533,78 @@ def main() -> int:
         "--policy", type=int, default=6000, help="the workspace's limit a minute, accuracy"
     )
     parser.add_argument(
-        "--quiet-wait", type=float, default=60, help="seconds to wait for a quiet machine"
-    )
-    parser.add_argument(
         "--phases",
         default="cost,accuracy,limiter",
         help="any of cost (1), accuracy (2, over HTTP), limiter (2, the limiter alone)",
     )
     args = parser.parse_args()
-    phases = set(args.phases.split(","))
+    args.phases = set(args.phases.split(","))
     if not 1 <= args.policy <= HIGH_LIMIT // 10:
         parser.error(f"--policy must be between 1 and {HIGH_LIMIT // 10}")
+    return args
 
-    benchlib.exit_cleanly_on_sigterm()
-    wrk = benchlib.ensure_wrk()
-    print("== protection: rate limits and Idempotency-Key, cost per request and accuracy")
-    benchlib.print_machine()
-    print(f"redis: {REDIS_URL}; server: platform_site/Procfile web (python -m platform_site.serve)")
-    failures: list[str] = []
-    measured: dict[str, list[web_tier.Measured]] = {}
-    accuracies: list[Accuracy] = []
-    skip = Skip()
-    # seed_demo enqueues the demo file's indexing: to a queue of the run's own.
-    os.environ["CELERY_QUEUE"] = f"bench-protection-{os.getpid()}"
 
-    if phases & {"cost", "accuracy"}:
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    wrk: str
+    failures: list[str] = field(default_factory=list)
+    measured: dict[str, list[api.Measured]] = field(default_factory=dict)
+    accuracies: list[Accuracy] = field(default_factory=list)
+    skip: Skip = field(default_factory=Skip)
+
+    def cost(self, proj: Project, tmp: Path, client: redis.Redis) -> None:
+        """1: A B C interleaved for --rounds rounds."""
+        table, self.skip.reason = api.idempotency_table(proj)
+        api.set_limits(proj, workspace=HIGH_LIMIT, token=HIGH_LIMIT)
+        for round_ in range(1, self.args.rounds + 1):
+            for config in CONFIGS:
+                if config.keyed and self.skip.reason:
+                    log(f"C skipped: {self.skip.reason}")
+                    continue
+                run = api.WrkRun(self.args, proj, self.wrk, tmp, self.failures)
+                m = cost_phase(config, round_, run, (table, client), self.skip)
+                if m is not None:
+                    self.measured.setdefault(config.name, []).append(m)
+
+    def accuracy(self, accuracy: Accuracy) -> None:
+        accuracy.check(self.failures)
+        self.accuracies.append(accuracy)
+
+    def over_http(self) -> None:
+        """1 and 2 over HTTP, on the run's database."""
         with (
             tempfile.TemporaryDirectory(prefix="bench-protection-") as tmp,
             redis_keys() as client,
-            benchlib.project(DB, redis_url=REDIS_URL) as proj,
+            project(DB, redis_url=REDIS_URL) as proj,
         ):
             # The bus, so the limiter too (RATE_LIMIT_REDIS_URL's default).
             proj.env["LIVE_STREAM_REDIS_URL"] = REDIS_URL
-            if "cost" in phases:
-                table, skip.reason = key_table(proj)
-                set_limits(proj, workspace=HIGH_LIMIT, token=HIGH_LIMIT)
-                for round_ in range(1, args.rounds + 1):
-                    for config in CONFIGS:
-                        if config.keyed and skip.reason:
-                            log(f"C skipped: {skip.reason}")
-                            continue
-                        m = cost_phase(
-                            config,
-                            round_,
-                            proj=proj,
-                            wrk=wrk,
-                            tmp=Path(tmp),
-                            args=args,
-                            table=table,
-                            client=client,
-                            skip=skip,
-                            failures=failures,
-                        )
-                        if m is not None:
-                            measured.setdefault(config.name, []).append(m)
-            if "accuracy" in phases:
-                accuracy = http_accuracy(
-                    proj=proj, wrk=wrk, tmp=Path(tmp), args=args, client=client, failures=failures
-                )
-                accuracy.check(failures)
-                accuracies.append(accuracy)
-    if "limiter" in phases:
-        with redis_keys() as client:
-            accuracy = direct_accuracy(args, client, failures)
-        accuracy.check(failures)
-        accuracies.append(accuracy)
+            if "cost" in self.args.phases:
+                self.cost(proj, Path(tmp), client)
+            if "accuracy" in self.args.phases:
+                run = api.WrkRun(self.args, proj, self.wrk, Path(tmp), self.failures)
+                self.accuracy(http_accuracy(run, client))
 
-    report(measured, accuracies, skip, args.connections)
-    print("\n".join(f"FAILED: {failure}" for failure in failures) or "  checks: all passed")
-    return int(bool(failures))
+
+def main() -> int:
+    args = parse_args()
+    wrk = load.start_wrk_bench(
+        "== protection: rate limits and Idempotency-Key, cost per request and accuracy"
+    )
+    print(f"redis: {REDIS_URL}; server: platform_site/Procfile web (python -m platform_site.serve)")
+    bench = Bench(args, wrk)
+    # seed_demo enqueues the demo file's indexing: to a queue of the run's own.
+    os.environ["CELERY_QUEUE"] = f"bench-protection-{os.getpid()}"
+    if args.phases & {"cost", "accuracy"}:
+        bench.over_http()
+    if "limiter" in args.phases:
+        with redis_keys() as client:
+            bench.accuracy(direct_accuracy(args, client, bench.failures))
+    report(bench.measured, bench.accuracies, bench.skip, args.connections)
+    return failed_lines(bench.failures, "  checks: all passed")
 
 
 if __name__ == "__main__":
-    os.chdir(benchlib.ROOT)
+    os.chdir(ROOT)
     sys.exit(main())

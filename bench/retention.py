@@ -13,7 +13,7 @@ one plain DELETE of the same rows measured in the same run.
    - `--kept` processed events changed a day ago (within retention);
    - `--waiting` pending events changed 90 days ago (never purged).
 3. Contenders, alternating which goes first each round:
-   - purge: events.retention.events_purge_expired(), batches of
+   - purge: events.services.retention.events_purge_expired(), batches of
      EVENT_RETENTION_BATCH (5,000) in transactions of their own; every
      batch's transaction timed;
    - baseline: one transaction, `DELETE` of the expired events' attempts then
@@ -30,29 +30,22 @@ the purge's longest transaction ÷ the baseline's one transaction.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
+
+from harness import cli, load, machine, report  # noqa: E402
+from harness.project import Project, django_setup, project  # noqa: E402
 
 FINISHED = ("processed", "failed", "ignored", "canceled")
 
 
-def django_setup(proj: benchlib.Project) -> None:
-    os.environ.update(proj.env)
-    import django
-
-    django.setup(set_prefix=False)
-
-
-def seed(proj: benchlib.Project, bots: list[str], args: argparse.Namespace) -> None:
+def seed(proj: Project, bots: list[str], args: argparse.Namespace) -> None:
     from ulid import ULID
 
     now = datetime.now(UTC)
@@ -98,7 +91,7 @@ def seed(proj: benchlib.Project, bots: list[str], args: argparse.Namespace) -> N
         conn.execute("CHECKPOINT")
 
 
-def check(proj: benchlib.Project, args: argparse.Namespace, label: str) -> list[str]:
+def check(proj: Project, args: argparse.Namespace, label: str) -> list[str]:
     with proj.connect() as conn:
         events, attempts, waiting = conn.execute(
             "SELECT (SELECT count(*) FROM events_event),"
@@ -114,28 +107,17 @@ def check(proj: benchlib.Project, args: argparse.Namespace, label: str) -> list[
 
 
 def run_purge() -> tuple[float, int, list[float]]:
-    from events import retention
+    """The purge, each batch's transaction timed (_delete_batch, where the
+    purge looks it up)."""
+    from events.services import retention
 
-    batches: list[float] = []
-    original: Callable[..., int] = retention._delete_batch
-
-    def timed(*a: Any, **kw: Any) -> int:
-        started = time.perf_counter()
-        try:
-            return original(*a, **kw)
-        finally:
-            batches.append(time.perf_counter() - started)
-
-    retention._delete_batch = timed
-    try:
+    with load.stopwatches([(retention, "_delete_batch", "batch")]) as spent:
         started = time.perf_counter()
         deleted = retention.events_purge_expired()
-        return time.perf_counter() - started, deleted, batches
-    finally:
-        retention._delete_batch = original
+        return time.perf_counter() - started, deleted, spent["batch"]
 
 
-def run_baseline(proj: benchlib.Project) -> float:
+def run_baseline(proj: Project) -> float:
     cutoff = datetime.now(UTC) - timedelta(days=30)
     expired = (
         "SELECT id FROM events_event WHERE status = ANY(%(finished)s) AND updated_at < %(cutoff)s"
@@ -149,63 +131,77 @@ def run_baseline(proj: benchlib.Project) -> float:
         return time.perf_counter() - started
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--expired", type=int, default=200_000)
     parser.add_argument("--kept", type=int, default=100_000)
     parser.add_argument("--waiting", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--db", default="bench_retention")
-    args = parser.parse_args()
-    benchlib.exit_cleanly_on_sigterm()
-    benchlib.print_machine()
-    failures: list[str] = []
-    with benchlib.project(args.db) as proj:
-        django_setup(proj)
-        from django.conf import settings
+    cli.add_db(parser, "bench_retention")
+    return parser.parse_args()
 
-        from bots.models import Bot, Workspace
-        from bots.services import bot_create
 
-        workspace = Workspace.objects.get(id=proj.demo["workspaceId"])
-        for n in range(19):
-            bot_create(workspace=workspace, name=f"Bench bot {n}")
-        bots = list(Bot.objects.filter(workspace=workspace).values_list("id", flat=True))
-        print(
-            f"rows: {args.expired:,} expired events (+ one attempt each), {args.kept:,} kept,"
-            f" {args.waiting:,} waiting; {len(bots)} bots; batch {settings.EVENT_RETENTION_BATCH:,}"
-        )
-        purge_times: list[float] = []
-        purge_longest: list[float] = []
-        baseline_times: list[float] = []
-        for round_number in range(args.rounds):
-            order = ["purge", "baseline"] if round_number % 2 == 0 else ["baseline", "purge"]
-            for contender in order:
-                seed(proj, bots, args)
-                benchlib.log(f"round {round_number + 1}: {contender}")
-                if contender == "purge":
-                    seconds, deleted, batches = run_purge()
-                    if deleted != args.expired:
-                        failures.append(f"purge deleted {deleted}, not {args.expired}")
-                    purge_times.append(seconds)
-                    purge_longest.append(max(batches))
-                    print(
-                        f"round {round_number + 1} purge: {seconds:.2f} s,"
-                        f" {len(batches)} transactions, longest {max(batches) * 1000:.0f} ms,"
-                        f" median {statistics.median(batches) * 1000:.0f} ms"
-                    )
-                else:
-                    seconds = run_baseline(proj)
-                    baseline_times.append(seconds)
-                    print(f"round {round_number + 1} baseline: {seconds:.2f} s, 1 transaction")
-                failures += check(proj, args, contender)
-        steady, deleted, _ = run_purge()
-        if deleted:
-            failures.append(f"the steady-state pass deleted {deleted}")
+def make_bots(proj: Project, args: argparse.Namespace) -> list[str]:
+    """20 bots of the demo workspace (the demo bot and 19 more)."""
+    from django.conf import settings
 
-    purge = statistics.median(purge_times)
-    baseline = statistics.median(baseline_times)
-    longest = statistics.median(purge_longest)
+    from bots.models import Bot, Workspace
+    from bots.services.bots import bot_create
+
+    workspace = Workspace.objects.get(id=proj.demo["workspaceId"])
+    for n in range(19):
+        bot_create(workspace=workspace, name=f"Bench bot {n}")
+    bots = list(Bot.objects.filter(workspace=workspace).values_list("id", flat=True))
+    print(
+        f"rows: {args.expired:,} expired events (+ one attempt each), {args.kept:,} kept,"
+        f" {args.waiting:,} waiting; {len(bots)} bots; batch {settings.EVENT_RETENTION_BATCH:,}"
+    )
+    return bots
+
+
+@dataclass
+class Rounds:
+    purge: list[float] = field(default_factory=list)
+    longest: list[float] = field(default_factory=list)  # the purge's longest transaction
+    baseline: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def purge_round(number: int, args: argparse.Namespace, rounds: Rounds) -> None:
+    seconds, deleted, batches = run_purge()
+    if deleted != args.expired:
+        rounds.failures.append(f"purge deleted {deleted}, not {args.expired}")
+    rounds.purge.append(seconds)
+    rounds.longest.append(max(batches))
+    print(
+        f"round {number} purge: {seconds:.2f} s,"
+        f" {len(batches)} transactions, longest {max(batches) * 1000:.0f} ms,"
+        f" median {statistics.median(batches) * 1000:.0f} ms"
+    )
+
+
+def measure(proj: Project, bots: list[str], args: argparse.Namespace) -> Rounds:
+    """Purge and baseline, each on fresh rows, alternating which goes first."""
+    rounds = Rounds()
+    for round_number in range(args.rounds):
+        order = ["purge", "baseline"] if round_number % 2 == 0 else ["baseline", "purge"]
+        for contender in order:
+            seed(proj, bots, args)
+            report.log(f"round {round_number + 1}: {contender}")
+            if contender == "purge":
+                purge_round(round_number + 1, args, rounds)
+            else:
+                seconds = run_baseline(proj)
+                rounds.baseline.append(seconds)
+                print(f"round {round_number + 1} baseline: {seconds:.2f} s, 1 transaction")
+            rounds.failures += check(proj, args, contender)
+    return rounds
+
+
+def print_result(args: argparse.Namespace, rounds: Rounds, steady: float) -> None:
+    purge = statistics.median(rounds.purge)
+    baseline = statistics.median(rounds.baseline)
+    longest = statistics.median(rounds.longest)
     print()
     print(
         f"purge:    {args.expired / purge:,.0f} events/s ({purge:.2f} s),"
@@ -219,8 +215,20 @@ def main() -> None:
     print(f"ratio longest purge tx / baseline tx: {longest / baseline:.3f}")
     left = args.kept + args.waiting
     print(f"steady state (nothing expired, {left:,} events): {steady * 1000:.1f} ms")
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures))
+
+
+def main() -> None:
+    args = parse_args()
+    machine.start()
+    with project(args.db) as proj:
+        django_setup(proj)
+        rounds = measure(proj, make_bots(proj, args), args)
+        steady, deleted, _ = run_purge()
+        if deleted:
+            rounds.failures.append(f"the steady-state pass deleted {deleted}")
+    print_result(args, rounds, steady)
+    if rounds.failures:
+        print("FAILED:\n  " + "\n  ".join(rounds.failures))
         raise SystemExit(1)
 
 

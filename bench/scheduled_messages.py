@@ -19,23 +19,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import benchlib  # noqa: E402
-import deliverylib  # noqa: E402
-from benchlib import log, percentile  # noqa: E402
-from deliverylib import lateness_line  # noqa: E402
+from harness import event_rows, machine, servers  # noqa: E402
+from harness.project import REDIS_URL, Project  # noqa: E402
+from harness.report import failed_lines, lateness_line, log, percentile  # noqa: E402
 
 
-def make_conversations(proj: benchlib.Project, count: int) -> list[str]:
+def make_conversations(proj: Project, count: int) -> list[str]:
     from ulid import ULID
 
     now = datetime.now(UTC)
@@ -50,9 +48,7 @@ def make_conversations(proj: benchlib.Project, count: int) -> list[str]:
     return ids
 
 
-def seed_messages(
-    proj: benchlib.Project, conversations: list[str], due: list[datetime]
-) -> dict[str, float]:
+def seed_messages(proj: Project, conversations: list[str], due: list[datetime]) -> dict[str, float]:
     """Scheduled messages due at `due`, round-robin over the conversations; id → due."""
     from ulid import ULID
 
@@ -102,38 +98,44 @@ class Listener:
         self._pubsub.close()
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, default=1000, help="messages, and as many events")
     parser.add_argument("--spread", type=float, default=1.0, help="seconds the due times span")
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--lead", type=float, default=8.0, help="seconds before the first is due")
-    args = parser.parse_args()
-    benchlib.exit_cleanly_on_sigterm()
-    benchlib.print_machine()
-    queue = f"bench-{os.getpid()}"
-    port = benchlib.free_port()
+    return parser.parse_args()
+
+
+def deliver(
+    rx: event_rows.Receiving, listener: Listener, args: argparse.Namespace
+) -> tuple[dict[str, float], list[str]]:
+    """The messages and as many events, due at the same times, delivered by
+    the Procfile's worker: the messages' due times by id, the events' ids."""
+    bots = rx.bots("/now", 20)
+    conversations = make_conversations(rx.proj, args.conversations)
+    with servers.receiver(rx.port, rx.out), servers.engine(rx.proj, rx.queue):
+        machine.wait_for_quiet(max_wait=120)
+        due = event_rows.due_from(args.lead, args.count, args.spread / args.count)
+        messages = seed_messages(rx.proj, conversations, due)
+        events = event_rows.seed(rx.proj, bots, due, "scheduled")
+        if datetime.now(UTC) >= due[0]:
+            raise SystemExit("FAILED: seeding took longer than the lead time")
+        event_rows.wait_finished(rx.proj, events, 120)
+        deadline = time.monotonic() + 60
+        while len(listener.heard) < len(messages) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1.0)  # anything heard twice arrives meanwhile
+    return messages, events
+
+
+def main() -> int:
+    args = parse_args()
+    machine.start()
     failures = []
-    with benchlib.project("bench_scheduled_messages") as proj:
-        out = proj.data_dir / "received.txt"
-        bots = deliverylib.make_bots(proj, [f"http://127.0.0.1:{port}/now"] * 20)
-        conversations = make_conversations(proj, args.conversations)
-        listener = Listener(benchlib.REDIS_URL)
-        with deliverylib.receiver(port, out), deliverylib.engine(proj, queue):
-            benchlib.wait_for_quiet(max_wait=120)
-            start = datetime.now(UTC) + timedelta(seconds=args.lead)
-            due = [
-                start + timedelta(seconds=n * args.spread / args.count) for n in range(args.count)
-            ]
-            messages = seed_messages(proj, conversations, due)
-            events = deliverylib.seed(proj, bots, due, "scheduled")
-            if datetime.now(UTC) >= start:
-                raise SystemExit("FAILED: seeding took longer than the lead time")
-            deliverylib.wait_finished(proj, events, 120)
-            deadline = time.monotonic() + 60
-            while len(listener.heard) < len(messages) and time.monotonic() < deadline:
-                time.sleep(0.2)
-            time.sleep(1.0)  # anything heard twice arrives meanwhile
+    with event_rows.receiving_project("bench_scheduled_messages") as rx:
+        listener = Listener(REDIS_URL)
+        messages, events = deliver(rx, listener, args)
         listener.close()
         heard = listener.heard
         arrivals = {message_id: at for message_id, at in heard}
@@ -142,8 +144,8 @@ def main() -> int:
         message_lateness = [arrivals[m] - messages[m] for m in messages if m in arrivals]
         if any(late < 0 for late in message_lateness):
             failures.append("a message was heard before it was due")
-        received = {mid: at for mid, at, _ in deliverylib.received(out)}
-        event_due = {e: d for e, d, _, _ in deliverylib.first_attempts(proj, events)}
+        received = rx.arrivals()
+        event_due = {e: d for e, d, _, _ in event_rows.first_attempts(rx.proj, events)}
         event_lateness = [received[e] - event_due[e] for e in events if e in received]
     print(
         f"\n{args.count:,} scheduled messages and {args.count:,} events due over {args.spread:g} s"
@@ -153,10 +155,8 @@ def main() -> int:
     for q in (50, 99):
         ratio = percentile(message_lateness, q) / max(percentile(event_lateness, q), 1e-6)
         print(f"  ratio p{q} messages / events: {ratio:.2f}")
-    for failure in failures:
-        print(f"FAILED: {failure}")
     log("done")
-    return 1 if failures else 0
+    return failed_lines(failures)
 
 
 if __name__ == "__main__":

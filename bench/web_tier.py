@@ -37,120 +37,23 @@ connection when wrk stops; reads store nothing. Nothing asserts on time.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
 import os
 import sys
 import tempfile
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchlib  # noqa: E402
-import chat_messages  # noqa: E402
-import chat_stream  # noqa: E402
-import create_event  # noqa: E402
-from benchlib import log  # noqa: E402
+
+from harness import api, load, machine, servers  # noqa: E402
+from harness.project import ROOT, bus_project  # noqa: E402
+from harness.report import indent, log, percentile  # noqa: E402
 
 DB = "bench_web_tier"
-BEFORE_TREE = ""  # --before-tree
-REDIS_URL = chat_stream.REDIS_URL
-TARGETS = {"serve": 0.25, "production": 0.35, "message": 0.25, "p99_ms": 15.0}
+QUIET_WAIT = 60.0
 
 
-@dataclass
-class Measured:
-    server: str
-    request: str  # "event" or "message"
-    wrk: dict[str, int]
-    cpu: benchlib.CpuUse
-    created: int  # rows stored during the phase
-
-    @property
-    def rate(self) -> float:
-        return self.wrk["requests"] / (self.wrk["duration_us"] / 1e6)
-
-    @property
-    def server_ms_per_request(self) -> float:
-        cores = self.cpu.cores.get(self.server, 0.0)
-        return cores * self.cpu.wall / max(1, self.wrk["requests"]) * 1000
-
-
-def cores() -> int:
-    return len(os.sched_getaffinity(0))
-
-
-@contextlib.contextmanager
-def start(name: str, proj: benchlib.Project) -> Iterator[benchlib.AsgiServer | benchlib.Server]:
-    if name == "serve" or name.startswith("serve:"):
-        # serve:NAME=VALUE+...: the same with settings of its own (WEB_THREADS=4).
-        env = dict(item.split("=", 1) for item in name[6:].split("+") if item)
-        with benchlib.procfile_web(proj, workers=cores(), env=env) as served:
-            yield served
-    elif name == "django-asgi":
-        with benchlib.uvicorn(
-            proj,
-            workers=cores(),
-            app=(
-                "--factory",
-                "django.core.asgi:get_asgi_application",
-                "--http",
-                "platform_site.http_protocol:HttpToolsProtocol",
-            ),
-        ) as asgi:
-            yield asgi
-    elif name == "before":
-        # `make run`'s web as it was before this design: uvicorn, one process,
-        # Django's ASGI handler, from a checkout of that commit.
-        if not BEFORE_TREE:
-            raise SystemExit("--before-tree is needed for the `before` server")
-        with benchlib.uvicorn(
-            proj,
-            app=(
-                "platform_site.asgi:application",
-                "--app-dir",
-                BEFORE_TREE,
-                "--http",
-                "platform_site.http_protocol:HttpToolsProtocol",
-            ),
-            env={"PYTHONPATH": BEFORE_TREE},
-            cwd=BEFORE_TREE,
-        ) as before:
-            yield before
-    elif name == "gunicorn":
-        with benchlib.gunicorn(proj, workers=4, threads=1, worker_connections=8) as wsgi:
-            yield wsgi
-    else:
-        raise SystemExit(f"unknown server {name!r}")
-
-
-def get_script(path: Path, demo: dict[str, Any]) -> None:
-    """GET requests with the developer token; 200 counts as success."""
-    lines = [
-        'wrk.method = "GET"',
-        f'wrk.headers["Authorization"] = {json.dumps("Bearer " + demo["tokens"]["developer"])}',
-        f'wrk.headers["x-bot-id"] = {json.dumps(demo["botId"])}',
-    ]
-    path.write_text("\n".join(lines) + "\n" + create_event.WRK_LUA.replace("== 201", "== 200"))
-
-
-def any_event(proj: benchlib.Project) -> str:
-    with proj.connect(autocommit=True) as conn:
-        row = conn.execute("SELECT id FROM events_event ORDER BY id DESC LIMIT 1").fetchone()
-    assert row is not None
-    return str(row[0])
-
-
-def stored(proj: benchlib.Project) -> dict[str, int]:
-    counts = chat_messages.stored(proj)
-    return counts
-
-
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--servers", default="serve,django-asgi,gunicorn")
     parser.add_argument("--connections", type=int, default=16)
@@ -165,148 +68,131 @@ def main() -> int:
         help="a checkout of an earlier commit, served as `before` (uvicorn, one process, "
         "Django's ASGI handler: `make run` then), e.g. made by `git worktree add`",
     )
-    args = parser.parse_args()
-    global BEFORE_TREE
-    BEFORE_TREE = args.before_tree
-    conns = args.connections
-    benchlib.exit_cleanly_on_sigterm()
-    wrk = benchlib.ensure_wrk()
-    print("== web tier: create event and chat create-message against raw inserts, same run")
-    benchlib.print_machine()
-    failures: list[str] = []
-    results: list[Measured] = []
-    raws: list[float] = []
-    half: create_event.OpenLoopResult | None = None
-    half_rate = 0.0
+    return parser.parse_args()
 
+
+@dataclass
+class Bench(api.WrkRun):
+    results: list[api.Measured] = field(default_factory=list)
+    raws: list[float] = field(default_factory=list)
+    half: load.OpenLoopResult | None = None
+    half_rate: float = 0.0
+
+    def raw(self) -> None:
+        """Raw inserts: a 2 s warm-up, then --raw-duration seconds."""
+        machine.wait_for_quiet(QUIET_WAIT)
+        bot, conns = self.proj.demo["botId"], self.args.connections
+        api.raw_inserts(self.proj, bot_id=bot, connections=conns, seconds=2)
+        rows, wall = api.raw_inserts(
+            self.proj, bot_id=bot, connections=conns, seconds=self.args.raw_duration
+        )
+        self.raws.append(rows / wall)
+        log(f"raw inserts: {rows / wall:.0f} rows/s")
+
+    def scripts(self, server: servers.WebServer) -> list[tuple[str, Path, str, int]]:
+        """(request, wrk script, path, connections) of each request measured;
+        the chat users are made through the first server."""
+        demo, conns, tmp = self.proj.demo, self.args.connections, self.tmp
+        messages = tmp / "messages.lua"
+        if not messages.exists():
+            rooms = api.make_rooms_sync(
+                server.base_url, demo["webhookId"], rooms=self.args.senders, per_room=1
+            )
+            api.message_script(messages, rooms)
+        get = load.get_script(tmp / "get.lua", headers=api.demo_auth(demo))
+        event_id = self.proj.scalar("SELECT id FROM events_event ORDER BY id DESC LIMIT 1")
+        return [
+            ("event", api.event_script(tmp / "events.lua", demo), "/v1/chat/events", conns),
+            ("message", messages, f"/chat/{demo['webhookId']}/messages", conns // 2),
+            ("get", get, f"/v1/chat/events/{event_id}", conns),
+            ("list", get, "/v1/chat/events?pageSize=20", conns),
+        ]
+
+    def server(self, name: str) -> None:
+        """Every request through one way of serving the API."""
+        args = self.args
+        with servers.web_server(name, self.proj, before_tree=args.before_tree) as server:
+            groups = {name: server.pids()}
+            for request, script, path, n in self.scripts(server):
+                self.request(name, groups, request, script, server.base_url + path, n)
+            if name == "serve":  # the configuration as shipped
+                self.half_peak(name, server)
+
+    def request(
+        self, name: str, groups: dict[str, list[int]], request: str, script: Path, url: str, n: int
+    ) -> None:
+        """A wrk warm-up, then --duration seconds over `n` connections, checked."""
+        args = self.args
+        load.run_wrk(self.wrk, url, script, connections=n, threads=1, seconds=args.warmup)
+
+        def measured_run() -> dict[str, int]:
+            log(f"{name}: {request}, wrk -c{n} {args.duration:g} s")
+            return load.run_wrk(
+                self.wrk, url, script, connections=n, threads=1, seconds=args.duration
+            )
+
+        run = load.counted(
+            measured_run, count=lambda: api.stored(self.proj), groups=groups, quiet_wait=QUIET_WAIT
+        )
+        key = {"event": "events", "message": "messages"}.get(request)
+        created = run.stored[key] if key else run.result["created"]
+        measured = api.Measured(name, request, run.result, run.cpu, created)
+        self.results.append(measured)
+        api.check_measured(measured, n, run.before, run.after, self.failures)
+
+    def half_peak(self, name: str, server: servers.WebServer) -> None:
+        """Create event at half its peak rate, open loop."""
+        peak = next(m.rate for m in self.results if m.server == name and m.request == "event")
+        self.half_rate = peak / 2
+        machine.wait_for_quiet(QUIET_WAIT)
+        log(f"{name}: open loop at {self.half_rate:.0f} req/s, {self.args.latency_duration:g} s")
+        demo = self.proj.demo
+        request = api.http_request(
+            port=server.port,
+            token=demo["tokens"]["developer"],
+            bot_id=demo["botId"],
+            body=api.event_body(),
+        )
+        self.half = load.open_loop(
+            "127.0.0.1",
+            server.port,
+            request,
+            rate=self.half_rate,
+            seconds=self.args.latency_duration,
+            connections=self.args.connections,
+        )
+        if set(self.half.statuses) != {201}:
+            self.failures.append(f"{name} open loop: statuses {dict(self.half.statuses)}")
+
+
+def main() -> int:
+    args = parse_args()
+    wrk = load.start_wrk_bench(
+        "== web tier: create event and chat create-message against raw inserts, same run"
+    )
     with (
-        chat_stream.run_queue(),
-        benchlib.project(DB, redis_url=REDIS_URL) as proj,
+        bus_project(DB, queue="bench-chat") as proj,
         tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp,
     ):
-        proj.env["LIVE_STREAM_REDIS_URL"] = REDIS_URL
-        demo = proj.demo
-        events_lua, messages_lua = Path(tmp) / "events.lua", Path(tmp) / "messages.lua"
-        get_lua = Path(tmp) / "get.lua"
-        chat_messages.event_script(events_lua, demo)
-        get_script(get_lua, demo)
-
-        def raw() -> None:
-            benchlib.wait_for_quiet(60)
-            create_event.raw_inserts(proj, bot_id=demo["botId"], connections=conns, seconds=2)
-            rows, wall = create_event.raw_inserts(
-                proj, bot_id=demo["botId"], connections=conns, seconds=args.raw_duration
-            )
-            raws.append(rows / wall)
-            log(f"raw inserts: {rows / wall:.0f} rows/s")
-
-        raw()
-        rooms: list[chat_stream.Room] = []
+        bench = Bench(args, proj, wrk, Path(tmp))
+        bench.raw()
         for name in args.servers.split(","):
-            with start(name, proj) as server:
-                if not rooms:
-                    log(f"making {args.senders} chat users, one conversation each")
-                    rooms = asyncio.run(
-                        chat_stream.make_rooms(
-                            server.base_url, demo["webhookId"], rooms=args.senders, per_room=1
-                        )
-                    )
-                    chat_messages.message_script(messages_lua, rooms)
-                groups = {name: server.pids()}
-                event_id = any_event(proj)
-                for request, script, path, n in (
-                    ("event", events_lua, "/v1/chat/events", conns),
-                    ("message", messages_lua, f"/chat/{demo['webhookId']}/messages", conns // 2),
-                    ("get", get_lua, f"/v1/chat/events/{event_id}", conns),
-                    ("list", get_lua, "/v1/chat/events?pageSize=20", conns),
-                ):
-                    url = server.base_url + path
-                    create_event.run_wrk(
-                        wrk, url, script, connections=n, threads=1, seconds=args.warmup
-                    )
-                    benchlib.wait_for_quiet(60)
-                    time.sleep(1)
-                    before, cpu_before = stored(proj), benchlib.cpu_snapshot(groups)
-                    log(f"{name}: {request}, wrk -c{n} {args.duration:g} s")
-                    result = create_event.run_wrk(
-                        wrk, url, script, connections=n, threads=1, seconds=args.duration
-                    )
-                    cpu = benchlib.cpu_use(cpu_before, benchlib.cpu_snapshot(groups))
-                    time.sleep(1)
-                    after = stored(proj)
-                    key = {"event": "events", "message": "messages"}.get(request)
-                    created = after[key] - before[key] if key else result["created"]
-                    measured = Measured(name, request, result, cpu, created)
-                    results.append(measured)
-                    check(measured, n, before, after, failures)
-                if name == "serve":  # the configuration as shipped
-                    half_rate = (
-                        next(m.rate for m in results if m.server == name and m.request == "event")
-                        / 2
-                    )
-                    benchlib.wait_for_quiet(60)
-                    log(f"{name}: open loop at {half_rate:.0f} req/s, {args.latency_duration:g} s")
-                    port = int(server.base_url.rsplit(":", 1)[1])
-                    half = create_event.open_loop(
-                        "127.0.0.1",
-                        port,
-                        create_event.http_request(
-                            port=port,
-                            token=demo["tokens"]["developer"],
-                            bot_id=demo["botId"],
-                            body=json.dumps(
-                                {
-                                    "type": create_event.EVENT_TYPE,
-                                    "payload": create_event.EVENT_PAYLOAD,
-                                },
-                                separators=(",", ":"),
-                            ),
-                        ),
-                        rate=half_rate,
-                        seconds=args.latency_duration,
-                        connections=conns,
-                    )
-                    if set(half.statuses) != {201}:
-                        failures.append(f"{name} open loop: statuses {dict(half.statuses)}")
-        raw()
-        unmatched = stored(proj)["unmatched"]
+            bench.server(name)
+        bench.raw()
+        unmatched = api.stored(proj)["unmatched"]
         if unmatched:
-            failures.append(f"{unmatched} user messages without exactly one message_created event")
+            bench.failures.append(
+                f"{unmatched} user messages without exactly one message_created event"
+            )
 
-    report(results, raws, half, half_rate, conns)
-    for failure in failures:
+    report(bench)
+    for failure in bench.failures:
         print(f"FAILED: {failure}")
-    return 1 if failures else 0
+    return 1 if bench.failures else 0
 
 
-def check(
-    measured: Measured,
-    connections: int,
-    before: dict[str, int],
-    after: dict[str, int],
-    failures: list[str],
-) -> None:
-    w = measured.wrk
-    name = f"{measured.server} {measured.request}"
-    if w["other"] or w["err_connect"] or w["err_read"] or w["err_write"] or w["err_timeout"]:
-        failures.append(f"{name}: non-201 answers or socket errors: {w}")
-    if measured.request in ("get", "list"):
-        if after["events"] != before["events"] or after["messages"] != before["messages"]:
-            failures.append(f"{name}: a read stored something: {before} -> {after}")
-    elif not 0 <= measured.created - w["created"] <= connections:
-        failures.append(f"{name}: {measured.created} stored but {w['created']} answered 201")
-    messages = after["messages"] - before["messages"]
-    if after["message_events"] - before["message_events"] != messages:
-        failures.append(f"{name}: messages {messages} without one message_created event each")
-
-
-def report(
-    results: list[Measured],
-    raws: list[float],
-    half: create_event.OpenLoopResult | None,
-    half_rate: float,
-    conns: int,
-) -> None:
+def report(bench: Bench) -> None:
+    results, raws, half, conns = bench.results, bench.raws, bench.half, bench.args.connections
     raw = sum(raws) / len(raws)
     print()
     print(
@@ -322,15 +208,15 @@ def report(
             f"server CPU {m.server_ms_per_request:5.2f} ms/request  answered 2xx {w['created']}, "
             f"stored or read {m.created}"
         )
-        print("   " + m.cpu.report(m.server, w["requests"]).replace("\n", "\n   "))
+        print(indent(m.cpu.report(m.server, w["requests"])))
     if half is not None:
         lat = sorted(half.latencies)
         print(
-            f"serve, create event at half its peak ({half_rate:.0f} req/s scheduled, open loop, "
-            f"{conns} connections): sent {half.sent}, p50 "
-            f"{benchlib.percentile(lat, 50) * 1000:.2f} ms, p99 "
-            f"{benchlib.percentile(lat, 99) * 1000:.2f} ms, p99.9 "
-            f"{benchlib.percentile(lat, 99.9) * 1000:.2f} ms"
+            f"serve, create event at half its peak ({bench.half_rate:.0f} req/s scheduled, open "
+            f"loop, {conns} connections): sent {half.sent}, p50 "
+            f"{percentile(lat, 50) * 1000:.2f} ms, p99 "
+            f"{percentile(lat, 99) * 1000:.2f} ms, p99.9 "
+            f"{percentile(lat, 99.9) * 1000:.2f} ms"
         )
     print()
     print("RESULT web_tier")
@@ -350,4 +236,5 @@ def report(
 
 
 if __name__ == "__main__":
+    os.chdir(ROOT)
     sys.exit(main())
