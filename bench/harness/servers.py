@@ -320,18 +320,20 @@ def uvicorn(
 
 @contextlib.contextmanager
 def procfile_web(
-    proj: Project, *, workers: int, env: dict[str, str] | None = None
+    proj: Project, *, workers: int, env: dict[str, str] | None = None, tree: str = ""
 ) -> Iterator[AsgiServer]:
     """The web process exactly as `make run` starts it: platform_site/Procfile's
     `web:` line, on a free port. `workers` is how many serving processes it
-    is expected to start (platform_site.serve chooses)."""
+    is expected to start (platform_site.serve chooses). `tree`: run from
+    that checkout of another commit instead (its code, this project)."""
     port = free_port()
     line = procfile_command("web")
-    log(f"Procfile web: {line} (PORT={port})")
+    log(f"Procfile web: {line} (PORT={port}{f', code of {tree}' if tree else ''})")
+    code = {"PYTHONPATH": tree} if tree else {}
     with _asgi_server(
         ["sh", "-c", f"exec {line}"], port=port, workers=workers,
-        env={**proj.env, **(env or {}), "PORT": str(port)}, cwd=ROOT,
-        log_path=proj.data_dir / f"web-{port}.log",
+        env={**proj.env, **(env or {}), "PORT": str(port), **code},
+        cwd=tree or ROOT, log_path=proj.data_dir / f"web-{port}.log",
     ) as server:  # fmt: skip
         yield server
 
@@ -361,6 +363,8 @@ def web_server(name: str, proj: Project, *, before_tree: str = "") -> Iterator[W
       serving Django's own ASGI handler (what `make run` served before);
     - `before`: `make run`'s web as `before_tree` (a checkout of an earlier
       commit) served it: uvicorn, one process, Django's ASGI handler;
+    - `serve-before`: the Procfile's web line as `serve`, running
+      `before_tree`'s code (the same way of serving, the code of then);
     - `gunicorn`: platform_site.wsgi, 4 gthread workers x 1 thread."""
     if name == "serve" or name.startswith("serve:"):
         env = dict(item.split("=", 1) for item in name[6:].split("+") if item)
@@ -371,6 +375,11 @@ def web_server(name: str, proj: Project, *, before_tree: str = "") -> Iterator[W
         protocol = ("--http", "platform_site.http_protocol:HttpToolsProtocol")
         with uvicorn(proj, workers=cores(), app=django_asgi + protocol) as asgi:
             yield asgi
+    elif name == "serve-before":
+        if not before_tree:
+            raise SystemExit("--before-tree is needed for the `serve-before` server")
+        with procfile_web(proj, workers=cores(), tree=before_tree) as served:
+            yield served
     elif name == "before":
         if not before_tree:
             raise SystemExit("--before-tree is needed for the `before` server")
