@@ -46,7 +46,7 @@ class ChatConnection(models.Model):
 
 class ScheduledMessage(models.Model):
     """A bot message created with a `schedule`, waiting to fall due. When it
-    does, the delivery workers' claim (events/claims.py) turns it into the
+    does, the delivery workers' claim (events/engine/claims.py) turns it into the
     Message of the same id and streams it; until then no list, listener or
     read shows it. Deleting its conversation or author cancels it."""
 

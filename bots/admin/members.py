@@ -1,5 +1,5 @@
 """Members in the admin: their own pages and the inline of a workspace. Every
-change goes through bots.members, which writes the audit record and holds
+change goes through bots.services.members, which writes the audit record and holds
 the owner rules; a refusal shows as a form error."""
 
 from collections.abc import Callable
