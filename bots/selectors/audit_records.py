@@ -1,9 +1,8 @@
 """Reading a workspace's audit records, newest first."""
 
 from bots.models import AuditAction, AuditRecord, Workspace
-from platform_site.api.ids import is_id
 from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.domain_errors import MalformedId, NotFound
+from platform_site.lookups import id_form_check, object_not_found
 
 # The hosted API's name of each action; one it has no name for is UNKNOWN.
 HOSTED_AUDIT_ACTIONS: dict[str, str] = {
@@ -31,10 +30,9 @@ def audit_actions_named(name: str) -> list[str]:
 
 def audit_workspace_check(*, workspace: Workspace, workspace_id: str) -> None:
     """The path names the workspace of x-workspace-id, or nothing the caller may see."""
-    if not is_id(workspace_id, "wkspace"):
-        raise MalformedId(f"{workspace_id[:40]!r} is not a workspace id")
+    id_form_check(workspace_id, prefix="wkspace", noun="workspace")
     if workspace_id != workspace.id:
-        raise NotFound(f"Workspace {workspace_id!r} not found")
+        raise object_not_found("workspace", workspace_id)
 
 
 def audit_records_list(

@@ -6,9 +6,9 @@ from django.db.models import Exists, Model, OuterRef, QuerySet
 
 from bots.models import Conversation, Participant, User
 from chat.keys import is_chat_id
-from platform_site.api.ids import is_id
 from platform_site.api.pagination import Page, PageRequest, paginate
 from platform_site.domain_errors import MalformedId, NotFound, NotPermitted
+from platform_site.lookups import id_form_check, object_not_found
 
 ModelT = TypeVar("ModelT", bound=Model)
 
@@ -29,16 +29,14 @@ def participant_object_get(
     `conversation`) with this runtime id, if it is in a conversation `user`
     takes part in. One the bot does not have is 404; one of a conversation
     the user is not in, 403."""
-    if not is_id(object_id, prefix):
-        article = "an" if noun[0] in "aeiou" else "a"
-        raise MalformedId(f"{object_id[:80]!r} is not {article} {noun} id")
+    id_form_check(object_id, prefix=prefix, noun=noun, shown=80)
     found = (
         queryset.filter(bot_id=user.bot_id, id=object_id)
         .annotate(is_participant=takes_part(user, "conversation"))
         .first()
     )
     if found is None:
-        raise NotFound(f"{noun.capitalize()} {object_id!r} not found")
+        raise object_not_found(noun, object_id)
     if not found.is_participant:
         raise NotPermitted(
             f"{noun.capitalize()} {object_id!r} is in a conversation you do not take part in"
