@@ -1,5 +1,5 @@
 from .audit import AppendOnlyError, AuditAction, AuditRecord
-from .bot import Bot, Integration, IntegrationInstallation, Workflow
+from .bot import Bot, DeliveryFormat, Integration, IntegrationInstallation, Workflow
 from .conversation import Conversation, Message, Participant, User
 from .idempotency import IdempotencyKey
 from .token import AccessToken
@@ -13,6 +13,7 @@ __all__ = [
     "AuditRecord",
     "Bot",
     "Conversation",
+    "DeliveryFormat",
     "IdempotencyKey",
     "Integration",
     "IntegrationInstallation",

@@ -1,7 +1,7 @@
 import base64
 import secrets
 
-from django.core.validators import URLValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
 from platform_site.api.ids import PrefixedIdField
@@ -13,6 +13,21 @@ from .workspace import Workspace
 def new_signing_secret() -> str:
     """A Standard Webhooks secret: `whsec_` and base64 of 32 random bytes."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+# A bot written with the official SDK answers a delivery once its handlers
+# ran, LLM calls included: it may ask for up to five minutes.
+MAX_EXECUTION_TIME_MAX = 300
+
+
+class DeliveryFormat(models.TextChoices):
+    """How an event is POSTed to the bot's webhook (README: Event delivery)."""
+
+    # The event itself, signed in the Standard Webhooks format.
+    STANDARD = "standard"
+    # What the official SDK's bot server reads: x-bot-id, x-bp-* headers and
+    # {"event": …}, signed the same way.
+    BOTPRESS = "botpress"
 
 
 class Bot(models.Model):
@@ -28,6 +43,26 @@ class Bot(models.Model):
         validators=[URLValidator(schemes=["http", "https"])],
         help_text="Where events are delivered (http or https).",
     )
+    delivery_format = models.CharField(
+        max_length=20,
+        choices=DeliveryFormat.choices,
+        default=DeliveryFormat.STANDARD,
+        help_text=(
+            "standard: the event, signed (Standard Webhooks). botpress: the request a bot "
+            'written with the official SDK reads (x-bp-* headers, {"event": …}), signed too.'
+        ),
+    )
+    max_execution_time = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_EXECUTION_TIME_MAX)],
+        help_text=(
+            "Seconds a delivery waits for the bot's answer (1 to 300); empty: the "
+            "workspace's webhook timeout."
+        ),
+    )
+    # Sent to an SDK bot with every delivery (x-bp-configuration), read as ctx.configuration.
+    configuration = models.JSONField(default=dict, blank=True)
     # Encrypted at rest: whoever holds it can sign events as the platform.
     signing_secret = EncryptedCharField(max_length=100, default=new_signing_secret, editable=False)
     # After a rotation, deliveries carry a signature with the old secret too

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 from bots.actors import PLATFORM, Actor
 from bots.credential_invalidation import credentials_changed
-from bots.models import AuditAction, Bot, Workspace
+from bots.models import AuditAction, Bot, User, Workspace
 from bots.models.bot import new_signing_secret
 from bots.services.audit import audit, changed_fields
+from platform_site.api.ids import new_id
 
 # What an update may change, by model field; the audit record names these.
 BOT_UPDATABLE_FIELDS = ("name", "tags", "dev", "webhook_url")
@@ -117,3 +118,15 @@ def bot_signing_secret_rotate(*, bot: Bot, actor: Actor = PLATFORM) -> Bot:
         changes={"previousSecretExpiresAt": bot.previous_signing_secret_expires_at.isoformat()},
     )
     return bot
+
+
+def bot_user_get_or_create(*, bot: Bot) -> User:
+    """The user that stands for the bot itself, made the first time it speaks.
+    Its chat id holds a `:`, which no caller-chosen chat id may, so no end
+    user can take it and pass for the bot."""
+    user, _ = User.objects.get_or_create(
+        bot=bot,
+        chat_id=f"bot:{bot.id}",
+        defaults={"id": new_id("user"), "name": bot.name, "tags": {"role": "bot"}},
+    )
+    return user

@@ -2,7 +2,9 @@
 
 from django.urls import path
 
-from chat.runtime.views import ConversationViewSet, MessageViewSet, UserViewSet
+from chat.runtime.views.conversations import ConversationViewSet
+from chat.runtime.views.messages import MessageViewSet
+from chat.runtime.views.users import UserViewSet
 
 # Included at the root by chat/urls.py: full paths.
 urlpatterns = [

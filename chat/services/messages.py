@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from bots.models import Bot, Conversation, Message, User
 from bots.selectors.references import conversation_reference_get, user_reference_get
+from bots.services.bots import bot_user_get_or_create
 from chat.event_types import MESSAGE_CREATED, MESSAGE_DELETED
 from chat.live.publish import stream_publish
 from chat.models import ScheduledMessage
@@ -22,7 +23,6 @@ from chat.presenters import (
 )
 from chat.selectors.conversations import conversation_reference_and_author
 from chat.services.scheduled_messages import scheduled_message_message
-from chat.services.users import bot_user_get_or_create
 from events.services.events import EventReferences, event_build, event_stored
 from platform_site.api.ids import new_id_at
 from platform_site.api.tags import tagged

@@ -1,10 +1,9 @@
-"""A bot's end users: as the chat interface makes, changes and deletes them,
-and the one that stands for the bot itself."""
+"""A bot's end users as the chat interface makes, changes and deletes them."""
 
 from django.db import IntegrityError, transaction
 
 from bots.credential_invalidation import credentials_changed
-from bots.models import Bot, Conversation, User
+from bots.models import Conversation, User
 from chat.event_types import PARTICIPANT_REMOVED
 from chat.keys import user_key_issue
 from chat.live.publish import stream_publish
@@ -107,15 +106,3 @@ def chat_user_delete(*, user: User) -> None:
             type=PARTICIPANT_REMOVED,
             data=participant_stream_json(conversation=conversation, user=user),
         )
-
-
-def bot_user_get_or_create(*, bot: Bot) -> User:
-    """The user that stands for the bot itself, made the first time it speaks.
-    Its chat id holds a `:`, which no caller-chosen chat id may, so no end
-    user can take it and pass for the bot."""
-    user, _ = User.objects.get_or_create(
-        bot=bot,
-        chat_id=f"bot:{bot.id}",
-        defaults={"id": new_id("user"), "name": bot.name, "tags": {"role": "bot"}},
-    )
-    return user

@@ -3,20 +3,17 @@ from typing import Any
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.authentication import BotTokenAuthentication
 from bots.idempotency import idempotent_create
 from bots.permissions import CanReadChat, CanWriteMessages
 from bots.principals import bot_principal
-from chat.filters import PARTICIPANT_IDS_MAX
-from chat.presenters import conversation_runtime_json, message_runtime_json, user_runtime_json
+from chat.presenters import message_runtime_json
 from chat.runtime.serializers import BotMessageCreateSerializer, BotMessageGetOrCreateSerializer
-from chat.selectors.conversations import conversation_get, conversations_list
+from chat.runtime.views.base import RuntimeChatViewSet
 from chat.selectors.messages import message_get, messages_list
-from chat.selectors.users import user_get, users_list
 from chat.services.messages import bot_message_create, bot_message_get_or_create
 from events.services.events import due_time
 from platform_site.api.pagination import page_request
@@ -25,14 +22,8 @@ from platform_site.api.schema import (
     NEXT_TOKEN,
     PAGE_SIZE,
     TAGS,
-    blank_or,
     query_id_filter,
 )
-from platform_site.api.views import ApiViewSet
-
-
-class RuntimeChatViewSet(ApiViewSet):
-    authentication_classes = [BotTokenAuthentication]
 
 
 def _due_at(data: dict[str, Any]) -> datetime | None:
@@ -129,82 +120,3 @@ class MessageViewSet(RuntimeChatViewSet):
     def retrieve(self, request: Request, message_id: str) -> Response:
         message = message_get(bot=bot_principal(request).bot, message_id=message_id)
         return Response({"message": message_runtime_json(message)})
-
-
-class ConversationViewSet(RuntimeChatViewSet):
-    permissions_by_action = {"list": [CanReadChat], "retrieve": [CanReadChat]}
-
-    @extend_schema(
-        summary="List the bot's conversations, newest first",
-        operation_id="listConversations",
-        parameters=[
-            OpenApiParameter(
-                "participantIds",
-                {
-                    "type": "array",
-                    "maxItems": PARTICIPANT_IDS_MAX,
-                    "items": {"type": "string", "pattern": blank_or(r"[^\x00]{28,36}")},
-                },
-                description=(
-                    "Only conversations that all of these users take part in (empty values"
-                    " are ignored; `participantIds[]` is taken too)"
-                ),
-            ),
-            TAGS,
-            NEXT_TOKEN,
-            PAGE_SIZE,
-        ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
-    )
-    def list(self, request: Request) -> Response:
-        page = conversations_list(
-            bot=bot_principal(request).bot,
-            query=request.query_params,
-            page=page_request(request.query_params),
-        )
-        return Response(page.json("conversations", conversation_runtime_json))
-
-    @extend_schema(
-        summary="Get a conversation of the bot",
-        operation_id="getConversation",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
-    )
-    def retrieve(self, request: Request, conversation_id: str) -> Response:
-        conversation = conversation_get(
-            bot=bot_principal(request).bot, conversation_id=conversation_id
-        )
-        return Response({"conversation": conversation_runtime_json(conversation)})
-
-
-class UserViewSet(RuntimeChatViewSet):
-    permissions_by_action = {"list": [CanReadChat], "retrieve": [CanReadChat]}
-
-    @extend_schema(
-        summary="List the bot's users, newest first",
-        operation_id="listUsers",
-        parameters=[
-            query_id_filter(
-                "conversationId", description="Only the participants of this conversation"
-            ),
-            TAGS,
-            NEXT_TOKEN,
-            PAGE_SIZE,
-        ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
-    )
-    def list(self, request: Request) -> Response:
-        page = users_list(
-            bot=bot_principal(request).bot,
-            query=request.query_params,
-            page=page_request(request.query_params),
-        )
-        return Response(page.json("users", user_runtime_json))
-
-    @extend_schema(
-        summary="Get a user of the bot",
-        operation_id="getUser",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
-    )
-    def retrieve(self, request: Request, user_id: str) -> Response:
-        user = user_get(bot=bot_principal(request).bot, user_id=user_id)
-        return Response({"user": user_runtime_json(user)})

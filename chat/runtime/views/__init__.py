@@ -1,0 +1,1 @@
+"""The runtime API's chat resources (what a bot calls), one module per noun."""
