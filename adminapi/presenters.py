@@ -30,6 +30,11 @@ def bot_json(bot: Bot) -> dict[str, Any]:
         # `url` as the hosted API's requests name it; `webhookUrl` for this
         # service's earlier callers.
         body["url"] = body["webhookUrl"] = bot.webhook_url
+    body["deliveryFormat"] = bot.delivery_format
+    if bot.max_execution_time is not None:
+        body["maxExecutionTime"] = bot.max_execution_time
+    # The hosted API's shape; no schema is kept here.
+    body["configuration"] = {"data": bot.configuration, "schema": {}}
     body["integrations"] = {
         installation.alias: {
             "id": installation.integration.id,

@@ -4,7 +4,7 @@ type it."""
 
 from rest_framework import serializers
 
-from bots.models import Role
+from bots.models import DeliveryFormat, Role
 from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
 
 
@@ -36,6 +36,15 @@ class InstalledIntegrationSerializer(serializers.Serializer):
     enabled = serializers.BooleanField()
 
 
+class BotConfigurationAnswerSerializer(serializers.Serializer):
+    # A field named `data` would hide Serializer.data: declared here instead.
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            "data": serializers.DictField(help_text="Sent with each `botpress` delivery"),
+            "schema": serializers.DictField(help_text="Always empty: no schema is kept"),
+        }
+
+
 class BotDetailSerializer(BotSummarySerializer):
     """A bot. Its webhook URL is `url`, the hosted API's name for it, and also
     `webhookUrl`, this service's first one; both are left out when it has none."""
@@ -43,6 +52,11 @@ class BotDetailSerializer(BotSummarySerializer):
     dev = serializers.BooleanField()
     url = serializers.CharField(required=False, help_text="The webhook URL")
     webhookUrl = serializers.CharField(required=False, help_text="The same as url")
+    deliveryFormat = serializers.ChoiceField(choices=DeliveryFormat.values)
+    maxExecutionTime = serializers.IntegerField(
+        required=False, help_text="Left out when the workspace's webhook timeout applies"
+    )
+    configuration = BotConfigurationAnswerSerializer()
     integrations = serializers.DictField(
         child=InstalledIntegrationSerializer(), help_text="The installed integrations, by alias"
     )

@@ -2,14 +2,17 @@ from typing import Any
 
 from rest_framework import serializers
 
-from bots.models import AuditAction, Role
+from bots.models import AuditAction, DeliveryFormat, Role
+from bots.models.bot import MAX_EXECUTION_TIME_MAX
 from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
 from events.selectors.attempts import LOG_LEVELS
 from platform_site.api.fields import (
     HttpUrlField,
+    JSONObjectField,
     StrictBooleanField,
     StrictCharField,
     StrictChoiceField,
+    StrictIntegerField,
     TagsField,
     TimestampField,
 )
@@ -25,6 +28,20 @@ class BotListQuery(serializers.Serializer):
     dev = StrictChoiceField(choices=["true", "false"], required=False)
     sortField = StrictChoiceField(choices=["createdAt", "updatedAt"], default="createdAt")
     sortDirection = StrictChoiceField(choices=["asc", "desc"], default="desc")
+
+
+class BotConfigurationSerializer(ClosedSerializer):
+    # A field named `data` would hide Serializer.data: declared here instead.
+    def get_fields(self) -> dict[str, serializers.Field]:
+        return {
+            "data": JSONObjectField(
+                help_text=(
+                    "The bot's configuration: sent with every delivery in `botpress` format "
+                    "(x-bp-configuration), where the SDK hands it to handlers as "
+                    "ctx.configuration. At most 8 KiB of JSON; not a place for secrets."
+                )
+            )
+        }
 
 
 class BotWriteSerializer(ClosedSerializer):
@@ -52,6 +69,27 @@ class BotWriteSerializer(ClosedSerializer):
         help_text="The same as url, under this service's first name for it: send one of them.",
     )
 
+    deliveryFormat = StrictChoiceField(
+        choices=DeliveryFormat.values,
+        required=False,
+        help_text=(
+            "How events are POSTed to the webhook: `standard` (the event, signed in the "
+            "Standard Webhooks format; the default) or `botpress` (the request a bot written "
+            "with the official SDK reads: x-bot-id, x-bp-* headers and `{event}`, signed too)."
+        ),
+    )
+    maxExecutionTime = StrictIntegerField(
+        min_value=1,
+        max_value=MAX_EXECUTION_TIME_MAX,
+        allow_null=True,
+        required=False,
+        help_text=(
+            "Seconds a delivery waits for the bot's answer, 1 to 300; null: the workspace's "
+            "webhook timeout (10 s unless staff changed it)."
+        ),
+    )
+    configuration = BotConfigurationSerializer(required=False)
+
     def validate_url(self, value: str | None) -> str:
         return value or ""
 
@@ -59,9 +97,11 @@ class BotWriteSerializer(ClosedSerializer):
         return value or ""
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """`webhookUrl`, under either name."""
+        """`webhookUrl`, under either name; the configuration's data."""
         if "url" in attrs:
             attrs["webhookUrl"] = attrs.pop("url")
+        if "configuration" in attrs:
+            attrs["configuration"] = attrs["configuration"]["data"]
         return attrs
 
 

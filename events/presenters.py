@@ -49,6 +49,36 @@ def delivery_body(
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
+def sdk_delivery_body(
+    *,
+    event_id: str,
+    type: str,
+    created_at: str,
+    payload: Any,
+    conversation_id: str | None,
+    user_id: str | None,
+    message_id: str | None,
+) -> str:
+    """The body POSTed to a bot in `botpress` format: `{"event": …}`, the
+    event as the runtime API shows it while it is being delivered."""
+    event: dict[str, Any] = {
+        "id": event_id,
+        "createdAt": created_at,
+        "type": type,
+        "payload": payload,
+        "status": "pending",
+        "failureReason": None,
+    }
+    for name, value in (
+        ("conversationId", conversation_id),
+        ("userId", user_id),
+        ("messageId", message_id),
+    ):
+        if value is not None:
+            event[name] = value
+    return json.dumps({"event": event}, separators=(",", ":"), ensure_ascii=False)
+
+
 def _links(event: Event) -> dict[str, str]:
     """The ids an event is linked to, those that are set."""
     linked = {

@@ -77,6 +77,8 @@ def test_get_a_bot_with_everything_set(client, workspace):
         "deployedAt",
         "url",
         "webhookUrl",
+        "deliveryFormat",
+        "configuration",
         "integrations",
     }
     assert body["id"] == bot.id

@@ -471,7 +471,14 @@ def test_a_superuser_makes_a_workspace_through_the_service(client, superuser):
 def test_a_bot_is_made_edited_and_deleted_through_the_services(client, administrator, workspace):
     response = client.post(
         reverse("admin:bots_bot_add"),
-        {"workspace": workspace.pk, "name": "Helper", "tags": "{}", "webhook_url": "hooks.test/a"},
+        {
+            "workspace": workspace.pk,
+            "name": "Helper",
+            "tags": "{}",
+            "webhook_url": "hooks.test/a",
+            "delivery_format": "standard",
+            "configuration": "{}",
+        },
     )
     assert response.status_code == 302, errors_of(response)
     bot = Bot.objects.get(name="Helper")
@@ -487,6 +494,19 @@ def test_a_bot_is_made_edited_and_deleted_through_the_services(client, administr
     assert record.changes == {
         "webhook_url": {"from": "https://hooks.test/a", "to": "https://hooks.test/b"}
     }
+
+    data = page_data(client.get(url))
+    data.update(delivery_format="botpress", max_execution_time="120", configuration='{"a": 1}')
+    assert client.post(url, data).status_code == 302
+    bot.refresh_from_db()
+    assert (bot.delivery_format, bot.max_execution_time, bot.configuration) == (
+        "botpress",
+        120,
+        {"a": 1},
+    )
+    data = page_data(client.get(url))
+    data["configuration"] = '{"k": "' + "x" * 9000 + '"}'
+    assert "bytes of JSON" in errors_of(client.post(url, data))
 
     response = client.post(reverse("admin:bots_bot_delete", args=[bot.pk]), {"post": "yes"})
     assert response.status_code == 302

@@ -1,6 +1,6 @@
-"""How long a delivery waits for a bot's answer: its workspace's setting, the
-deployment's default without one, and never so long that it outlives the
-lease it was sent under."""
+"""How long a delivery waits for a bot's answer: the bot's maxExecutionTime,
+else its workspace's setting, else the deployment's default; and never so
+long that it outlives the lease it was sent under."""
 
 from datetime import timedelta
 
@@ -10,9 +10,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from bots.models import Bot, Workspace, WorkspaceSettings
-from events.engine.delivery import start_slack, timeout_ceiling
+from events.engine.claims import deliveries_claim
+from events.engine.delivery import lease_seconds, start_slack, timeout_ceiling
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
-from tests.delivering import deliver_due
+from tests.delivering import deliver_claimed, deliver_due
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 from tests.receiver import Answer, Receiver
 
@@ -78,15 +79,50 @@ def test_a_workspace_without_settings_waits_the_deployment_default(settings, rec
     assert only_attempt(event).error == "No response within 0.5 s"
 
 
-def test_a_workspace_timeout_longer_than_the_lease_allows_is_cut_to_fit(settings, receiver):
-    # Another process may claim the events again a second after they were
-    # claimed; the request gets half of that second, the rest is for recording it.
+def test_a_bot_waits_its_own_max_execution_time_rather_than_its_workspace(receiver):
+    bot = bot_of(workspace_waiting(5.0), receiver)
+    bot.max_execution_time = 1
+    bot.save(update_fields=["max_execution_time"])
+    event = due(bot)
+    receiver.answer(Answer(200, b"late", delay=1.5))
+
+    assert deliver_all_due() == {"pending": 1}
+    assert only_attempt(event).error == "No response within 1 s"
+
+
+def test_a_timeout_longer_than_the_lease_allows_gets_a_lease_of_its_own(settings, receiver):
+    # Another process may claim an event again a second after its claim;
+    # this bot may take 30 s, so its claim lasts that and time to record it.
     settings.EVENT_LEASE_SECONDS = 1.0
     event = due(bot_of(workspace_waiting(30.0), receiver))
     receiver.answer(Answer(200, b"late", delay=2.0))
 
-    assert deliver_all_due() == {"pending": 1}
-    assert only_attempt(event).error == "No response within 0.5 s"
+    before = timezone.now()
+    claimed = deliveries_claim(limit=10)
+    [delivery] = claimed.deliveries
+    assert delivery.request.timeout == 30.0
+    lease_end = Event.objects.get(id=event.id).next_attempt_at
+    assert lease_end - before >= timedelta(seconds=40)
+    assert lease_end - timezone.now() <= timedelta(seconds=40)
+    assert delivery.send_by - claimed.claimed_at == pytest.approx(5.0)
+    assert deliveries_claim(limit=10).event_ids == []  # nobody takes it over meanwhile
+
+    assert deliver_claimed(claimed) == {"processed": 1}
+    assert only_attempt(event).status_code == 200
+
+
+def test_lengthening_leases_takes_one_statement_and_only_when_needed(settings, receiver):
+    def queries_to_claim() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert deliveries_claim(limit=10).deliveries
+        return len(captured.captured_queries)
+
+    due(bot_of(workspace_waiting(5.0), receiver))
+    usual = queries_to_claim()
+    settings.EVENT_LEASE_SECONDS = 1.0
+    for seconds in (30.0, 30.0, 45.0):
+        due(bot_of(workspace_waiting(seconds), receiver))
+    assert queries_to_claim() == usual + 2  # one UPDATE per lease length
 
 
 @pytest.mark.parametrize(
@@ -104,6 +140,9 @@ def test_a_request_ends_before_another_process_may_claim_its_event_again(
     assert start_slack(ceiling) == pytest.approx(slack)
     if lease > 15:
         assert start_slack(10.0) == pytest.approx(lease - 15)
+    # Longer than that: a lease of its own, and as long to start as to record.
+    assert lease_seconds(ceiling + 1) == pytest.approx(ceiling + 11)
+    assert start_slack(ceiling + 1) == pytest.approx(5.0)
 
 
 def test_delivering_events_of_many_workspaces_takes_no_query_per_event(receiver):

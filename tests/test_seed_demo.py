@@ -256,6 +256,15 @@ def test_webhook_url_points_the_demo_bot_at_a_receiver():
     assert Bot.objects.get(id=seed()["botId"]).webhook_url == ""
 
 
+def test_delivery_format_makes_the_demo_bot_an_sdk_bot():
+    out = io.StringIO()
+    call_command("seed_demo", "--json", "--delivery-format", "botpress", stdout=out)
+    demo = json.loads(out.getvalue())
+    assert demo["deliveryFormat"] == "botpress"
+    assert Bot.objects.get(id=demo["botId"]).delivery_format == "botpress"
+    assert seed()["deliveryFormat"] == "standard"
+
+
 def test_a_bad_webhook_url_is_refused_and_nothing_is_made():
     bots = Bot.objects.count()
     with pytest.raises(CommandError, match="--webhook-url"):

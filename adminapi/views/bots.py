@@ -22,7 +22,15 @@ from platform_site.api.tags import tag_filters
 
 DEFAULT_BOT_NAME = "New bot"
 # The model field of each field of the body.
-_BOT_FIELDS = {"name": "name", "tags": "tags", "dev": "dev", "webhookUrl": "webhook_url"}
+_BOT_FIELDS = {
+    "name": "name",
+    "tags": "tags",
+    "dev": "dev",
+    "webhookUrl": "webhook_url",
+    "deliveryFormat": "delivery_format",
+    "maxExecutionTime": "max_execution_time",
+    "configuration": "configuration",
+}
 
 
 def _bot_fields(data: dict[str, Any]) -> dict[str, Any]:
@@ -77,13 +85,12 @@ class BotViewSet(AdminViewSet):
         serializer = BotWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        fields = _bot_fields(data)
+        fields.setdefault("name", DEFAULT_BOT_NAME)
         bot = bot_create(
             workspace=workspace_principal(request).workspace,
-            name=data.get("name", DEFAULT_BOT_NAME),
-            tags=data.get("tags"),
-            dev=data.get("dev", False),
-            webhook_url=data.get("webhookUrl", ""),
             actor=request_actor(request),
+            **fields,
         )
         return Response({"bot": bot_json(bot)}, status=201)
 

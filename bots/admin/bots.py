@@ -46,7 +46,15 @@ class InstallationInline(WorkspaceScoped, admin.TabularInline):
 
 
 # What staff may change on a bot; the rest is shown, read only, once it exists.
-_EDITABLE = ("name", "tags", "dev", "webhook_url")
+_EDITABLE = (
+    "name",
+    "tags",
+    "dev",
+    "webhook_url",
+    "delivery_format",
+    "max_execution_time",
+    "configuration",
+)
 _SHOWN_ONCE_MADE = (
     "id",
     "workspace",
@@ -61,9 +69,18 @@ _SHOWN_ONCE_MADE = (
 
 @admin.register(Bot)
 class BotAdmin(WorkspaceScoped, admin.ModelAdmin):
-    list_display = ["name", "id", "workspace", "dev", "deployed_at", "updated_at"]
+    list_display = [
+        "name",
+        "id",
+        "workspace",
+        "delivery_format",
+        "dev",
+        "deployed_at",
+        "updated_at",
+    ]
     list_filter = [
         "dev",
+        "delivery_format",
         ("deployed_at", admin.EmptyFieldListFilter),
         "created_at",
         ("workspace", admin.RelatedOnlyFieldListFilter),

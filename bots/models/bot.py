@@ -1,6 +1,8 @@
 import base64
+import json
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
@@ -13,6 +15,22 @@ from .workspace import Workspace
 def new_signing_secret() -> str:
     """A Standard Webhooks secret: `whsec_` and base64 of 32 random bytes."""
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+# Its base64 (4/3 of it) must fit in a header beside the others: Node's
+# HTTP server, which SDK bots run on, takes 16 KiB of headers in all.
+BOT_CONFIGURATION_MAX_BYTES = 8 * 1024
+
+
+def validate_configuration(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("An object is expected.")
+    encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(encoded) > BOT_CONFIGURATION_MAX_BYTES:
+        raise ValidationError(
+            f"At most {BOT_CONFIGURATION_MAX_BYTES} bytes of JSON: it is sent base64-encoded "
+            "in a header (x-bp-configuration) with every delivery."
+        )
 
 
 # A bot written with the official SDK answers a delivery once its handlers
@@ -62,7 +80,15 @@ class Bot(models.Model):
         ),
     )
     # Sent to an SDK bot with every delivery (x-bp-configuration), read as ctx.configuration.
-    configuration = models.JSONField(default=dict, blank=True)
+    configuration = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_configuration],
+        help_text=(
+            "Sent to the bot with every delivery in botpress format, where the SDK hands "
+            "it to handlers as ctx.configuration. Not a place for secrets."
+        ),
+    )
     # Encrypted at rest: whoever holds it can sign events as the platform.
     signing_secret = EncryptedCharField(max_length=100, default=new_signing_secret, editable=False)
     # After a rotation, deliveries carry a signature with the old secret too

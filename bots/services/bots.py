@@ -1,26 +1,51 @@
 """A workspace's bots: made, changed, deleted, their signing secret rotated.
 Each change leaves an audit record in its own transaction."""
 
+import hashlib
+import json
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from bots.actors import PLATFORM, Actor
 from bots.credential_invalidation import credentials_changed
-from bots.models import AuditAction, Bot, User, Workspace
+from bots.models import AuditAction, Bot, DeliveryFormat, User, Workspace
 from bots.models.bot import new_signing_secret
 from bots.services.audit import audit, changed_fields
 from platform_site.api.ids import new_id
+from platform_site.domain_errors import InvalidValue
+
+# The chat id of the user standing for a bot: it holds a `:`, which no
+# caller-chosen chat id may, so no end user can take it and pass for the bot.
+BOT_USER_CHAT_ID_PREFIX = "bot:"
 
 # What an update may change, by model field; the audit record names these.
-BOT_UPDATABLE_FIELDS = ("name", "tags", "dev", "webhook_url")
+BOT_UPDATABLE_FIELDS = (
+    "name",
+    "tags",
+    "dev",
+    "webhook_url",
+    "delivery_format",
+    "max_execution_time",
+    "configuration",
+)
 
 
 def _bot_fields(bot: Bot) -> dict[str, Any]:
-    return {name: getattr(bot, name) for name in BOT_UPDATABLE_FIELDS}
+    fields = {name: getattr(bot, name) for name in BOT_UPDATABLE_FIELDS}
+    # The audit record says that the configuration changed, not what it
+    # holds: a bot's settings may be nobody else's business.
+    fields["configuration"] = _fingerprint(bot.configuration)
+    return fields
+
+
+def _fingerprint(value: Any) -> str:
+    encoded = json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()[:16]
 
 
 @transaction.atomic
@@ -31,11 +56,24 @@ def bot_create(
     tags: dict[str, str] | None = None,
     dev: bool = False,
     webhook_url: str = "",
+    delivery_format: str = DeliveryFormat.STANDARD,
+    max_execution_time: int | None = None,
+    configuration: dict[str, Any] | None = None,
     actor: Actor = PLATFORM,
 ) -> Bot:
-    bot = Bot(workspace=workspace, name=name, tags=tags or {}, dev=dev, webhook_url=webhook_url)
-    bot.full_clean()
+    bot = Bot(
+        workspace=workspace,
+        name=name,
+        tags=tags or {},
+        dev=dev,
+        webhook_url=webhook_url,
+        delivery_format=delivery_format,
+        max_execution_time=max_execution_time,
+        configuration=configuration or {},
+    )
+    _bot_clean(bot)
     bot.save()
+    _bot_user_for_format(bot)
     audit(
         actor,
         action=AuditAction.BOT_CREATED,
@@ -60,8 +98,9 @@ def bot_update(*, bot: Bot, actor: Actor = PLATFORM, **fields: Any) -> Bot:
     changes = changed_fields(before, _bot_fields(bot))
     if not changes:
         return bot
-    bot.full_clean()
+    _bot_clean(bot)
     bot.save(update_fields=[*changes, "updated_at"])
+    _bot_user_for_format(bot)
     audit(
         actor,
         action=AuditAction.BOT_UPDATED,
@@ -71,6 +110,24 @@ def bot_update(*, bot: Bot, actor: Actor = PLATFORM, **fields: Any) -> Bot:
         changes=changes,
     )
     return bot
+
+
+def _bot_clean(bot: Bot) -> None:
+    try:
+        bot.full_clean()
+    except ValidationError as invalid:
+        raise InvalidValue(
+            "; ".join(
+                f"{field}: {' '.join(errors)}" for field, errors in invalid.message_dict.items()
+            )
+        ) from None
+
+
+def _bot_user_for_format(bot: Bot) -> None:
+    # An SDK bot is told, with every delivery, which user stands for it
+    # (x-bot-user-id): it exists from the moment the bot is in that format.
+    if bot.delivery_format == DeliveryFormat.BOTPRESS:
+        bot_user_get_or_create(bot=bot)
 
 
 @transaction.atomic
@@ -121,12 +178,11 @@ def bot_signing_secret_rotate(*, bot: Bot, actor: Actor = PLATFORM) -> Bot:
 
 
 def bot_user_get_or_create(*, bot: Bot) -> User:
-    """The user that stands for the bot itself, made the first time it speaks.
-    Its chat id holds a `:`, which no caller-chosen chat id may, so no end
-    user can take it and pass for the bot."""
+    """The user that stands for the bot itself, made the first time it speaks
+    or when it is set to be delivered in `botpress` format (x-bot-user-id)."""
     user, _ = User.objects.get_or_create(
         bot=bot,
-        chat_id=f"bot:{bot.id}",
+        chat_id=BOT_USER_CHAT_ID_PREFIX + bot.id,
         defaults={"id": new_id("user"), "name": bot.name, "tags": {"role": "bot"}},
     )
     return user

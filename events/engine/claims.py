@@ -20,21 +20,24 @@ chat's scheduled bot messages): each claim first makes those due real, and
 the next due time it reports counts them too."""
 
 import json
+from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from bots.models import DeliveryFormat, User
+from bots.services.bots import BOT_USER_CHAT_ID_PREFIX
 from events.engine.clock_work import clock_work_next_due, clock_work_publish
-from events.engine.delivery import Delivery, start_slack, timeout_ceiling
+from events.engine.delivery import Delivery, lease_seconds, start_slack
+from events.engine.formats import EventOnWire, request_parts
 from events.engine.leases import lease_duration, new_lease
 from events.engine.webhook_client import WebhookRequest
 from events.models import Event, EventStatus
-from events.presenters import delivery_body
 from platform_site.api.fields import format_timestamp
 from platform_site.secret_fields import secret_decrypt
 
@@ -71,6 +74,10 @@ class _Row(NamedTuple):
     signing_secret: str
     previous_signing_secret: str  # "" unless it still signs (a rotation's overlap)
     webhook_timeout_seconds: float | None
+    max_execution_time: int | None
+    delivery_format: str
+    configuration: Any  # only of bots in `botpress` format
+    bot_user_id: str | None  # likewise
 
 
 # The locked rows are updated through their ctid: one lookup each, whatever
@@ -95,7 +102,11 @@ RETURNING e.id, e.bot_id, extract(epoch FROM due.next_attempt_at)::float8, e.typ
     extract(epoch FROM e.first_attempt_at)::float8, b.webhook_url, b.signing_secret,
     CASE WHEN b.previous_signing_secret_expires_at > %(now)s
         THEN b.previous_signing_secret ELSE '' END,
-    s.webhook_timeout_seconds
+    s.webhook_timeout_seconds, b.max_execution_time, b.delivery_format,
+    CASE WHEN b.delivery_format = 'botpress' THEN b.configuration END,
+    CASE WHEN b.delivery_format = 'botpress' THEN (
+        SELECT u.id FROM bots_user AS u WHERE u.bot_id = b.id AND u.chat_id = %(bot_user)s || b.id
+    ) END
 """
 
 
@@ -114,6 +125,7 @@ def deliveries_claim(*, limit: int, exclude_bot_ids: Collection[str] = ()) -> Cl
         else:
             rows = _claim_orm(now, lease, limit, exclude_bot_ids)
         claimed = _claimed(rows, lease, now)
+        _lengthen_leases(claimed, now)
         if claimed.ignored:
             Event.objects.filter(id__in=claimed.ignored, lease=lease).update(
                 status=EventStatus.IGNORED, next_attempt_at=None, updated_at=now
@@ -135,6 +147,7 @@ def _claim_statement(
                 "limit": limit,
                 "lease": lease,
                 "lease_end": now + lease_duration(),
+                "bot_user": BOT_USER_CHAT_ID_PREFIX,
             },
         )
         # The signing secrets come as stored, encrypted: a raw statement
@@ -147,7 +160,9 @@ def _claim_statement(
                     *row[5:13],
                     secret_decrypt(row[13]),
                     secret_decrypt(row[14]),
-                    row[15],
+                    *row[15:18],
+                    None if row[18] is None else json.loads(row[18]),
+                    row[19],
                 )
             )
             for row in cursor.fetchall()
@@ -193,9 +208,12 @@ def _claim_orm(now: datetime, lease: int, limit: int, excluded: Collection[str])
         "bot__previous_signing_secret",
         "bot__previous_signing_secret_expires_at",
         "bot__workspace__settings__webhook_timeout_seconds",
+        "bot__max_execution_time",
+        "bot__delivery_format",
+        "bot__configuration",
     ):
         (event_id, bot_id, type_, payload, created_at, *links, attempts, first) = row[:11]
-        (url, secret, previous, previous_expires_at, timeout) = row[11:]
+        (url, secret, previous, previous_expires_at, timeout, *bot_fields) = row[11:]
         still_signs = previous_expires_at is not None and previous_expires_at > now
         rows.append(
             _Row._make(
@@ -213,16 +231,17 @@ def _claim_orm(now: datetime, lease: int, limit: int, excluded: Collection[str])
                     secret,
                     previous if still_signs else "",
                     timeout,
+                    *bot_fields,
+                    None,
                 )
             )
         )
-    return sorted(rows, key=lambda row: row.due)
+    return sorted(_with_bot_users(rows), key=lambda row: row.due)
 
 
 def _claimed(rows: Sequence[_Row], lease: int, now: datetime) -> Claimed:
     claimed_at = now.timestamp()
     claimed = Claimed(lease=lease, claimed_at=claimed_at)
-    ceiling = timeout_ceiling()
     default_timeout = settings.EVENT_DELIVERY_TIMEOUT
     slack = _Slack()
     for row in rows:
@@ -230,7 +249,24 @@ def _claimed(rows: Sequence[_Row], lease: int, now: datetime) -> Claimed:
         if not row.webhook_url:
             claimed.ignored.append(row.id)
             continue
-        timeout = min(row.webhook_timeout_seconds or default_timeout, ceiling)
+        # The bot's own maxExecutionTime, else its workspace's timeout.
+        timeout = float(row.max_execution_time or row.webhook_timeout_seconds or default_timeout)
+        body, headers = request_parts(
+            EventOnWire(
+                event_id=row.id,
+                bot_id=row.bot_id,
+                type=row.type,
+                created_at=row.created_at,
+                payload=row.payload,
+                conversation_id=row.conversation_id,
+                user_id=row.user_id,
+                message_id=row.message_id,
+                workflow_id=row.workflow_id,
+                delivery_format=row.delivery_format,
+                configuration=row.configuration,
+                bot_user_id=row.bot_user_id,
+            )
+        )
         previous = row.previous_signing_secret
         claimed.deliveries.append(
             Delivery(
@@ -242,25 +278,45 @@ def _claimed(rows: Sequence[_Row], lease: int, now: datetime) -> Claimed:
                 request=WebhookRequest(
                     url=row.webhook_url,
                     message_id=row.id,
-                    body=delivery_body(
-                        event_id=row.id,
-                        type=row.type,
-                        bot_id=row.bot_id,
-                        created_at=row.created_at,
-                        payload=row.payload,
-                        conversation_id=row.conversation_id,
-                        user_id=row.user_id,
-                        message_id=row.message_id,
-                        workflow_id=row.workflow_id,
-                    ),
+                    body=body,
                     secrets=(row.signing_secret, previous) if previous else (row.signing_secret,),
                     timeout=timeout,
+                    headers=headers,
                 ),
                 attempt_count=row.attempt_count,
                 first_attempt_at=row.first_attempt_at,
             )
         )
     return claimed
+
+
+def _lengthen_leases(claimed: Claimed, now: datetime) -> None:
+    """Claims of bots allowed longer than the deployment's lease leaves room
+    for get a lease of their own (delivery.lease_seconds): one UPDATE per
+    length, none in a claim of bots that wait the usual time."""
+    longer: dict[float, list[str]] = defaultdict(list)
+    for delivery in claimed.deliveries:
+        seconds = lease_seconds(delivery.request.timeout)
+        if seconds > settings.EVENT_LEASE_SECONDS:
+            longer[seconds].append(delivery.event_id)
+    for seconds, event_ids in longer.items():
+        Event.objects.filter(id__in=event_ids, lease=claimed.lease).update(
+            next_attempt_at=now + timedelta(seconds=seconds)
+        )
+
+
+def _with_bot_users(rows: list[_Row]) -> list[_Row]:
+    """The rows of bots in `botpress` format with the id of the user standing
+    for their bot (x-bot-user-id)."""
+    bot_ids = {row.bot_id for row in rows if row.delivery_format == DeliveryFormat.BOTPRESS}
+    if not bot_ids:
+        return rows
+    users = dict(
+        User.objects.filter(
+            bot_id__in=bot_ids, chat_id__in=[BOT_USER_CHAT_ID_PREFIX + bot for bot in bot_ids]
+        ).values_list("bot_id", "id")
+    )
+    return [row._replace(bot_user_id=users.get(row.bot_id)) for row in rows]
 
 
 class _Slack(dict[float, float]):

@@ -38,10 +38,12 @@ LEASE_LOST = "lease lost"
 # A delivery's request must end, and its attempt be recorded, before its
 # lease ends and another process may claim the event again. Recording takes
 # well under RECORD_SECONDS (the margin events.W001 asks of
-# EVENT_DELIVERY_TIMEOUT too), so a workspace's timeout is capped to the
-# lease less that: 55 s under the default 60 s lease. A lease too short for
-# that margin gives half of itself to the request; the floor keeps a timeout
-# of 0 from reading as none.
+# EVENT_DELIVERY_TIMEOUT too). A timeout that fits the deployment's lease
+# with that margin (55 s under the default 60 s lease; half a lease too
+# short for the margin) is sent under it; a longer one (a bot's
+# maxExecutionTime, up to five minutes) gets a lease of its own, long enough
+# for its request and its recording. The floor keeps a timeout of 0 from
+# reading as none.
 RECORD_SECONDS = 5.0
 MIN_TIMEOUT_SECONDS = 0.1
 
@@ -63,16 +65,23 @@ class Delivery:
 
 
 def timeout_ceiling() -> float:
-    """The longest a delivery's request may wait for its answer under the lease."""
+    """The longest timeout a delivery under the deployment's lease may have."""
     lease = settings.EVENT_LEASE_SECONDS
     return max(lease - RECORD_SECONDS, lease / 2, MIN_TIMEOUT_SECONDS)
+
+
+def lease_seconds(timeout: float) -> float:
+    """How long the claim of an event whose request may take `timeout` lasts."""
+    if timeout <= timeout_ceiling():
+        return float(settings.EVENT_LEASE_SECONDS)
+    return timeout + 2 * RECORD_SECONDS
 
 
 def start_slack(timeout: float) -> float:
     """Seconds a claimed delivery may wait to start, and still end (after
     its timeout) and be recorded (within RECORD_SECONDS, or half of what a
     short lease leaves) before its lease ends."""
-    lease = settings.EVENT_LEASE_SECONDS
+    lease = lease_seconds(timeout)
     margin = min(RECORD_SECONDS, (lease - timeout) / 2)
     return max(0.0, lease - timeout - margin)
 

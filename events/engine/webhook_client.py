@@ -56,6 +56,8 @@ class WebhookRequest:
     body: str
     secrets: Sequence[str]
     timeout: float  # seconds the whole request may take, connecting included
+    # Header lines of the bot's delivery format (formats.py), CRLF-ended.
+    headers: bytes = b""
 
 
 class Failure:
@@ -303,12 +305,16 @@ class WebhookClient:
         signature = signatures(
             message_id=request.message_id, timestamp=timestamp, body=body, secrets=request.secrets
         )
-        head = target.head + (
-            f"Content-Length: {len(body)}\r\n"
-            f"webhook-id: {request.message_id}\r\n"
-            f"webhook-timestamp: {timestamp}\r\n"
-            f"webhook-signature: {signature}\r\n\r\n"
-        ).encode("latin-1")
+        head = (
+            target.head
+            + request.headers
+            + (
+                f"Content-Length: {len(body)}\r\n"
+                f"webhook-id: {request.message_id}\r\n"
+                f"webhook-timestamp: {timestamp}\r\n"
+                f"webhook-signature: {signature}\r\n\r\n"
+            ).encode("latin-1")
+        )
         connection: _Connection | None = None
         try:
             async with asyncio.timeout(request.timeout):

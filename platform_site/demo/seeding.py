@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from bots.models import Bot, Role
+from bots.models import Bot, DeliveryFormat, Role
 from bots.services.bots import bot_create
 from bots.services.members import member_add
 from bots.services.tokens import access_token_create
@@ -76,11 +76,14 @@ DEMO_MEMBER_ROLES = [role for role in Role if role is not Role.OWNER]
 
 @transaction.atomic
 def demo_seed(
-    *, webhook_url: str = "", on_member: Callable[[], None] = lambda: None
+    *,
+    webhook_url: str = "",
+    delivery_format: str = DeliveryFormat.STANDARD,
+    on_member: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """The demo, made in one transaction; `on_member` is called as each
-    member's account is made. A webhook URL the bot refuses raises
-    ValidationError, and nothing is left behind."""
+    member's account is made. A webhook URL or format the bot refuses raises
+    InvalidValue, and nothing is left behind."""
     suffix = secrets.token_hex(4)
     accounts = get_user_model().objects
 
@@ -108,7 +111,11 @@ def demo_seed(
         on_member()
 
     bot = bot_create(
-        workspace=workspace, name="Demo bot", tags={"env": "demo"}, webhook_url=webhook_url
+        workspace=workspace,
+        name="Demo bot",
+        tags={"env": "demo"},
+        webhook_url=webhook_url,
+        delivery_format=delivery_format,
     )
     outsider = account("outsider")
     other_workspace = workspace_create(name=f"Other {suffix}", owner=outsider)
@@ -132,6 +139,7 @@ def demo_seed(
         "botId": bot.id,
         "webhookUrl": bot.webhook_url,
         "webhookSecret": bot.signing_secret,
+        "deliveryFormat": bot.delivery_format,
         "tokens": tokens,
         "outsiderToken": outsider_token,
         "otherBotId": other_bot.id,

@@ -2,10 +2,11 @@ import json
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from bots.models import DeliveryFormat
 from platform_site.demo.seeding import DEMO_MEMBER_ROLES, demo_seed
+from platform_site.domain_errors import InvalidValue
 from platform_site.progress import command_progress
 
 
@@ -22,6 +23,15 @@ class Command(BaseCommand):
             default="",
             help="Where the demo bot's events are delivered (e.g. examples/echo_bot.py's URL)",
         )
+        parser.add_argument(
+            "--delivery-format",
+            choices=DeliveryFormat.values,
+            default=DeliveryFormat.STANDARD,
+            help=(
+                "How the demo bot's events are POSTed: standard (Standard Webhooks), or "
+                "botpress for a bot written with the official SDK (examples/sdk_bot)"
+            ),
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         # On stderr: stdout is the JSON that `make run` writes to a file.
@@ -37,7 +47,12 @@ class Command(BaseCommand):
                 progress.update(1)
 
             try:
-                demo = demo_seed(webhook_url=options["webhook_url"], on_member=on_member)
-            except ValidationError as exc:
-                raise CommandError(f"--webhook-url: {'; '.join(exc.messages)}") from None
+                demo = demo_seed(
+                    webhook_url=options["webhook_url"],
+                    delivery_format=options["delivery_format"],
+                    on_member=on_member,
+                )
+            except InvalidValue as exc:
+                # The one value argparse does not check itself.
+                raise CommandError(f"--webhook-url: {exc.message}") from None
         self.stdout.write(json.dumps(demo) if options["json"] else json.dumps(demo, indent=2))
