@@ -34,13 +34,15 @@ run: setup
 test: setup
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-# The official npm clients against a live service (web, worker, beat) on a fresh
+# The official npm clients, and a bot written with the official SDK
+# (examples/sdk_bot), against a live service (web, worker, beat) on a fresh
 # PostgreSQL database and Redis: needs Node 20 and npm. LIVE_PORT, DATABASE_URL
 # and CELERY_BROKER_URL change where it runs (defaults in .ci/with-live-server);
 # its seed and log go to LIVE_DATA_DIR, away from what `make run` writes.
 LIVE_DATA_DIR ?= $(DATA_DIR)/live
 test-clients: setup
 	cd clients && npm ci --no-audit --no-fund
+	cd examples/sdk_bot && npm ci --no-audit --no-fund
 	DATA_DIR=$(LIVE_DATA_DIR) .ci/with-live-server node clients/run.mjs
 
 # The OpenAPI document (/v1/openapi.json) against a live service, as above:

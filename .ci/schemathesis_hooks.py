@@ -19,7 +19,8 @@ stated reason (`filter_failure`):
   sent, keeps to the document is not held against the server.
 
 And the objects that the other operations act on (the demo bot, its file, its
-conversation) are not deleted or repointed mid-run (`filter_case`): schemathesis
+conversation, its chat user and their taking part in that conversation) are
+not deleted or repointed mid-run (`filter_case`): schemathesis
 reuses ids that it saw in responses. An `Idempotency-Key` that keeps to the
 document is made unique to its case (`map_case`): schemathesis draws the same
 few keys again and again, and the server would answer a second request 422
@@ -75,6 +76,21 @@ STATE_REFUSALS: list[tuple[str | None, str, str, str]] = [
         "InvalidPayload",
         "",
         "bytes other than the size or type that the file announced",
+    ),
+    *(
+        (
+            operation,
+            "InvalidPayload",
+            r"^(tags|properties|attributes): At most \d+ tags",
+            "the keys given, added to those the object has",
+        )
+        for operation in ("updateUser", "updateConversation", "updateMessage")
+    ),
+    (
+        "updateMessage",
+        "InvalidPayload",
+        r"^payload",
+        "a payload of the type the message has, which the document cannot say",
     ),
 ]
 
@@ -190,16 +206,25 @@ def filter_failure(context: Any, failure: Any, case: Any, response: Any) -> bool
     return False
 
 
-def _protected() -> dict[str, tuple[str, set[str]]]:
-    """The path ids that operations must not delete or change, by operationId."""
+def _protected() -> dict[str, dict[str, set[str]]]:
+    """The path ids that operations must not delete or change, by operationId:
+    a case is dropped when each path parameter named holds one of its ids."""
     demo = json.load(open(os.environ["DEMO_JSON"]))
-    bot = ("bot_id", {demo["botId"]})
+    bot = {"bot_id": {demo["botId"]}}
+    # The demo's chat ids are runtime ids too (its user and conversation chose none).
+    conversation = {"conversation_id": {demo["conversationId"]}}
+    user = {"user_id": {demo["userId"]}}
     return {
         "deleteBot": bot,
         # Its webhook URL stays where the worker delivers.
         "updateBot": bot,
-        "deleteFile": ("file_id", {demo["fileId"], demo["fileKey"]}),
-        "chatDeleteConversation": ("conversation_id", {demo["conversationId"]}),
+        "deleteFile": {"file_id": {demo["fileId"], demo["fileKey"]}},
+        "chatDeleteConversation": conversation,
+        "deleteConversation": conversation,
+        # The user of the demo's chat key, whom the chat operations act as.
+        "deleteUser": user,
+        # ... and who stays in the demo conversation, for them to reach it.
+        "removeParticipant": {**conversation, **user},
     }
 
 
@@ -211,8 +236,8 @@ def filter_case(context: Any, case: Any) -> bool:
     protected = PROTECTED.get(_operation_id(case) or "")
     if protected is None:
         return True
-    name, ids = protected
-    return (case.path_parameters or {}).get(name) not in ids
+    values = case.path_parameters or {}
+    return not all(values.get(name) in ids for name, ids in protected.items())
 
 
 # Keys the document takes (printable ASCII, no surrounding space, 1 to 255).

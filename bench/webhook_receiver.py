@@ -7,8 +7,9 @@ what it measures). How long it takes to answer is in the path:
     /uniform/<a>/<b>  after a uniform draw between <a> and <b> ms
     /never            not at all (the client times out)
 
-Every request is recorded as (webhook-id, arrival time, path); on SIGTERM
-the records are written to FILE, one per line.
+Every request is recorded as (webhook-id, arrival time, path, and the
+`x-bp-type` header of a request in the official SDK's format, when it has
+one); on SIGTERM the records are written to FILE, one per line.
 
     python bench/webhook_receiver.py PORT FILE
 """
@@ -39,7 +40,7 @@ def delay_of(path: str) -> float | None:
 
 
 class Receiver(asyncio.Protocol):
-    records: list[tuple[str, float, str]] = []
+    records: list[tuple[str, float, str, str]] = []
 
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
@@ -58,9 +59,14 @@ class Receiver(asyncio.Protocol):
             if len(self.buffer) < end + 4 + int(length or 0):
                 return
             message_id = _header(head, lowered, b"\r\nwebhook-id:").decode("latin-1")
+            sdk_type = ""
+            if _header(head, lowered, b"\r\nx-bp-operation:") == b"event_received":
+                sdk_type = _header(head, lowered, b"\r\nx-bp-type:").decode("latin-1")
+                if not self.buffer.startswith(b'{"event":', end + 4):
+                    sdk_type = "(no event body)"
             path = self.buffer[: self.buffer.index(b"\r\n")].split(b" ")[1].decode("latin-1")
             self.buffer = self.buffer[end + 4 + int(length or 0) :]
-            self.records.append((message_id, time.time(), path))
+            self.records.append((message_id, time.time(), path, sdk_type))
             delay = delay_of(path)
             if delay is None:
                 continue
@@ -102,7 +108,9 @@ def serve(port: int, out: Path) -> None:
         asyncio.run(run())
     else:
         uvloop.run(run())
-    out.write_text("".join(f"{mid} {at} {path}\n" for mid, at, path in Receiver.records))
+    out.write_text(
+        "".join(f"{mid} {at} {path} {kind}\n" for mid, at, path, kind in Receiver.records)
+    )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ class Action(StrEnum):
     WRITE_BOTS = "create, update or delete bots"
     WRITE_EVENTS = "create or cancel events"
     # Messages, conversations and users are held to the same roles as events.
-    WRITE_MESSAGES = "create messages"
+    WRITE_MESSAGES = "write messages, conversations and users"
     READ_RUNTIME = "read events, files and passages"
     READ_CHAT = "read messages, conversations and users"
     WRITE_FILES = "write files"

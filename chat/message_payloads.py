@@ -5,8 +5,10 @@ from typing import Any, ClassVar
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
+from platform_site.api.exception_handler import describe_validation_error
 from platform_site.api.fields import StrictCharField, StrictChoiceField, StrictNumberField
 from platform_site.api.serializers import ClosedSerializer
+from platform_site.domain_errors import InvalidValue
 
 
 def text(**kwargs: Any) -> StrictCharField:
@@ -185,3 +187,19 @@ class MessagePayloadField(serializers.Field):
 
     def to_representation(self, value: dict[str, Any]) -> dict[str, Any]:
         return value
+
+
+def payload_of_type(payload: dict[str, Any], *, kind: str) -> dict[str, Any]:
+    """`payload` as the new payload of a message of type `kind`, which it
+    carries or is given (a message keeps its type); InvalidValue saying where
+    it is wrong (`payload.text: …`) when it is no such payload."""
+    carried = payload.get("type", kind)
+    if carried != kind:
+        raise InvalidValue(
+            f"payload.type: {carried!r} does not agree with the message's type {kind!r}."
+        )
+    try:
+        return MessagePayloadField().run_validation({**payload, "type": kind})
+    except serializers.ValidationError as error:
+        lines = describe_validation_error({"payload": error.detail})
+        raise InvalidValue("; ".join(lines)) from None

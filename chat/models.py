@@ -3,8 +3,15 @@ import uuid
 
 from django.db import models
 
-from bots.models import Bot, Conversation, User
+from bots.models import Bot, Conversation, User, Workflow
+from platform_site.api.ids import PrefixedIdField
 from platform_site.secret_fields import EncryptedCharField
+
+# A state's payload, as compact JSON, at most (413 beyond).
+STATE_PAYLOAD_MAX_BYTES = 128 * 1024
+# A state's expiry, in milliseconds: 1 ms to 30 days, as the hosted API bounds it.
+STATE_EXPIRY_MAX_MS = 2_592_000_000
+STATE_NAME_MAX_LENGTH = 200
 
 
 def new_webhook_id() -> str:
@@ -65,3 +72,86 @@ class ScheduledMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} due {self.due_at:%Y-%m-%d %H:%M:%S}"
+
+
+class StateType(models.TextChoices):
+    """What a state belongs to. The hosted API also keeps states of
+    integrations, which this service does not run."""
+
+    CONVERSATION = "conversation"
+    USER = "user"
+    BOT = "bot"
+    WORKFLOW = "workflow"
+
+
+def _linked(field: str) -> models.Index:
+    # Where a conversation, user or workflow is deleted, its states go too:
+    # found through these (a state links one at most, so each row is in one).
+    return models.Index(
+        fields=[field], name=f"state_{field}_idx", condition=models.Q(**{f"{field}__isnull": False})
+    )
+
+
+class State(models.Model):
+    """A named JSON payload a bot keeps on one of its conversations, users or
+    workflows, or on itself, found by (bot, type, target, name). With an
+    expiry it is idle-timed: each write moves `expires_at` to now + expiry,
+    and once that passes it reads as absent and the delivery workers' clock
+    (chat/services/state_expiry.py) turns it into a `state_expired` event."""
+
+    id = PrefixedIdField(prefix="state")
+    # Indexed through the key, which leads with it.
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
+    type = models.CharField(max_length=20, choices=StateType.choices)
+    # The conversation, user or workflow id, or the bot's own: the key holds
+    # the id as the path gives it, for every type alike.
+    target_id = models.CharField(max_length=36)
+    name = models.CharField(max_length=STATE_NAME_MAX_LENGTH)
+    conversation = models.ForeignKey(
+        Conversation,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
+    user = models.ForeignKey(
+        User, on_delete=models.CASCADE, null=True, blank=True, related_name="+", db_index=False
+    )
+    workflow = models.ForeignKey(
+        Workflow,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        db_index=False,
+    )
+    payload = models.JSONField()
+    expiry = models.BigIntegerField(
+        null=True, blank=True, help_text="Milliseconds of idleness after which it expires."
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bot", "type", "target_id", "name"], name="state_key_unique"
+            ),
+        ]
+        indexes = [
+            # What expires, earliest first: the sweeper's one index. States
+            # without an expiry are not in it.
+            models.Index(
+                fields=["expires_at"],
+                name="state_expires_idx",
+                condition=models.Q(expires_at__isnull=False),
+            ),
+            _linked("conversation"),
+            _linked("user"),
+            _linked("workflow"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.target_id} {self.name}"

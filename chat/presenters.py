@@ -1,10 +1,11 @@
-"""Wire shapes of a bot's messages, conversations and users: as the chat
+"""Wire shapes of a bot's messages, conversations, users and states: as the chat
 interface and its live stream show them (always chat ids, never runtime ids),
 and as the runtime API and event payloads show them (runtime ids)."""
 
 from typing import Any
 
 from bots.models import Conversation, Message, Participant, User
+from chat.models import State
 from events.models import Event
 from platform_site.api.fields import format_timestamp
 
@@ -108,12 +109,20 @@ def message_runtime_json(message: Message) -> dict[str, Any]:
 
 
 def conversation_runtime_json(conversation: Conversation) -> dict[str, Any]:
-    return {
+    """`integration` is the name of the integration that made it, "" for the
+    chat interface's and the bot's own (the hosted shape always has it)."""
+    installation = conversation.integration
+    body: dict[str, Any] = {
         "id": conversation.id,
         "createdAt": format_timestamp(conversation.created_at),
         "updatedAt": format_timestamp(conversation.updated_at),
+        "channel": conversation.channel,
+        "integration": "" if installation is None else installation.integration.name,
         "tags": conversation.tags,
     }
+    if conversation.properties:
+        body["properties"] = conversation.properties
+    return body
 
 
 def user_runtime_json(user: User) -> dict[str, Any]:
@@ -127,4 +136,34 @@ def user_runtime_json(user: User) -> dict[str, Any]:
         body["name"] = user.name
     if user.picture_url:
         body["pictureUrl"] = user.picture_url
+    if user.properties:
+        body["properties"] = user.properties
+    if user.attributes:
+        body["attributes"] = user.attributes
+    return body
+
+
+def participant_runtime_json(participant: Participant) -> dict[str, Any]:
+    return user_runtime_json(participant.user)
+
+
+def state_json(state: State) -> dict[str, Any]:
+    """A state as the runtime API and its `state_expired` event show it:
+    `conversationId` or `userId` for those types, the expiry when set."""
+    body: dict[str, Any] = {
+        "id": state.id,
+        "createdAt": format_timestamp(state.created_at),
+        "updatedAt": format_timestamp(state.updated_at),
+        "botId": state.bot_id,
+    }
+    if state.conversation_id is not None:
+        body["conversationId"] = state.conversation_id
+    if state.user_id is not None:
+        body["userId"] = state.user_id
+    body["name"] = state.name
+    body["type"] = state.type
+    body["payload"] = state.payload
+    if state.expiry is not None and state.expires_at is not None:
+        body["expiry"] = state.expiry
+        body["expiresAt"] = format_timestamp(state.expires_at)
     return body

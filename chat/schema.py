@@ -18,6 +18,7 @@ from chat.event_types import (
     EVENT_CREATED,
     MESSAGE_CREATED,
     MESSAGE_DELETED,
+    MESSAGE_UPDATED,
     PARTICIPANT_ADDED,
     PARTICIPANT_REMOVED,
 )
@@ -170,6 +171,7 @@ def _live_event_schema() -> dict[str, Any]:
                 "enum": [
                     "ping",
                     MESSAGE_CREATED,
+                    MESSAGE_UPDATED,
                     MESSAGE_DELETED,
                     PARTICIPANT_ADDED,
                     PARTICIPANT_REMOVED,

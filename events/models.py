@@ -183,4 +183,4 @@ class DeliveryAttempt(models.Model):
 
 # The dashboard's per-minute rollups live beside the service that writes them;
 # importing them here registers them with the events app.
-from events.rollups.models import BotFailureMinute, EventMinute  # noqa: E402, F401
+from events.rollups.models import AnalyticsMinute, BotFailureMinute, EventMinute  # noqa: E402, F401

@@ -43,6 +43,12 @@ class InvalidFilter(DomainError):
     default_message = "A filter is invalid"
 
 
+class TooLarge(DomainError):
+    """A value to be written is over its size limit."""
+
+    default_message = "A value is too large"
+
+
 class MalformedId(DomainError):
     """An id is not of the form of the kind of object it should name."""
 

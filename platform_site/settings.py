@@ -283,6 +283,9 @@ SPECTACULAR_SETTINGS = {
     "OAS_VERSION": "3.1.0",
     # Request bodies are components of their own: a field that refuses "" says minLength 1.
     "ENFORCE_NON_BLANK_FIELDS": True,
+    # A PATCH body has required fields like any other (patchState's payload):
+    # it is not DRF's partial update of a resource.
+    "COMPONENT_SPLIT_PATCH": False,
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
     # Enums stay where they are used: each payload's `type` has its own.
     "POSTPROCESSING_HOOKS": [

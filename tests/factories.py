@@ -1,9 +1,11 @@
 """factory_boy factories for every model the API touches."""
 
+from datetime import timedelta
 from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from bots.models import (
     Bot,
@@ -20,7 +22,7 @@ from bots.models import (
 )
 from bots.services.tokens import access_token_create
 from chat.keys import user_key_issue
-from chat.models import ChatConnection
+from chat.models import ChatConnection, ScheduledMessage, State, StateType
 from events.models import WAITING_STATUSES, Event, EventStatus
 from files.models import File, FileStatus, Passage
 
@@ -112,12 +114,43 @@ class MessageFactory(factory.django.DjangoModelFactory[Message]):
     payload: Any = factory.LazyFunction(lambda: {"type": "text", "text": "hello"})
 
 
+class ScheduledMessageFactory(factory.django.DjangoModelFactory[ScheduledMessage]):
+    """A bot message due in an hour."""
+
+    class Meta:
+        model = ScheduledMessage
+
+    id = factory.Sequence(lambda n: f"msg_01J000000000000000000{n:05d}")
+    conversation = factory.SubFactory(ConversationFactory)
+    bot = factory.SelfAttribute("conversation.bot")
+    user = factory.SubFactory(UserFactory, bot=factory.SelfAttribute("..conversation.bot"))
+    type = "text"
+    payload: Any = factory.LazyFunction(lambda: {"type": "text", "text": "later"})
+    due_at = factory.LazyFunction(lambda: timezone.now() + timedelta(hours=1))
+
+
 class WorkflowFactory(factory.django.DjangoModelFactory[Workflow]):
     class Meta:
         model = Workflow
 
     bot = factory.SubFactory(BotFactory)
     name = "onboarding"
+
+
+class StateFactory(factory.django.DjangoModelFactory[State]):
+    """A state of the bot itself; pass `conversation`, `user` or `workflow`
+    (with their `type` and `target_id`) for one of theirs."""
+
+    class Meta:
+        model = State
+
+    bot = factory.SubFactory(BotFactory)
+    type = StateType.BOT.value
+    target_id = factory.SelfAttribute("bot.id")
+    name = "session"
+    payload: Any = factory.LazyFunction(lambda: {"step": 1})
+    created_at = factory.LazyFunction(timezone.now)
+    updated_at = factory.SelfAttribute("created_at")
 
 
 class EventFactory(factory.django.DjangoModelFactory[Event]):

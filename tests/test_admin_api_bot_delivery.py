@@ -75,9 +75,7 @@ def test_update_switches_the_format_and_clears_the_execution_time(client):
 
 def test_the_audit_record_says_the_configuration_changed_not_what_it_holds(client):
     bot_id = bot_of(client.post(URL, {}, format="json"), 201)["id"]
-    client.put(
-        f"{URL}/{bot_id}", {"configuration": {"data": {"apiKey": "sk-123"}}}, format="json"
-    )
+    client.put(f"{URL}/{bot_id}", {"configuration": {"data": {"apiKey": "sk-123"}}}, format="json")
     record = AuditRecord.objects.filter(target_id=bot_id).order_by("-id").first()
     assert set(record.changes) == {"configuration"}
     assert "sk-123" not in str(record.changes)

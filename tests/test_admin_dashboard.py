@@ -41,11 +41,11 @@ HOUR = timedelta(hours=1)
 SVG = re.compile(r"<svg [^>]*class=\"dashboard-chart\".*?</svg>", re.DOTALL)
 # What the admin's home page costs: the session and its account, the recent
 # actions (Django's), then the dashboard: the minutes, the failing bots'
-# totals, their names and last reasons, files by status. A scoped account
-# adds the workspaces it manages, and its model permissions (Django's app
-# list reads them, from the account and from its groups).
-SUPERUSER_QUERIES = 7
-SCOPED_QUERIES = 10
+# totals, their names and last reasons, the bots' analytics, files by status.
+# A scoped account adds the workspaces it manages, and its model permissions
+# (Django's app list reads them, from the account and from its groups).
+SUPERUSER_QUERIES = 8
+SCOPED_QUERIES = 11
 
 
 def lateness(row):

@@ -24,6 +24,7 @@ from bots.services.bots import bot_create, bot_delete, bot_signing_secret_rotate
 from bots.services.tokens import access_token_create, access_token_revoke
 from bots.services.workspace_settings import workspace_settings_update
 from bots.services.workspaces import workspace_create
+from platform_site.domain_errors import InvalidValue
 from tests.factories import AccountFactory, BotFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +86,7 @@ def test_bot_create_update_delete_and_rotation_are_recorded(staff):
 
 def test_an_invalid_bot_update_writes_nothing(staff):
     bot = BotFactory(name="Kept")
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidValue, match="webhook_url"):
         bot_update(bot=bot, webhook_url="ftp://nope.example.test/", actor=staff)
     bot.refresh_from_db()
     assert bot.webhook_url == ""

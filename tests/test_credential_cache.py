@@ -27,7 +27,7 @@ from bots.services.tokens import access_token_create, access_token_revoke
 from bots.token_checks import InvalidToken
 from chat.credentials import chat_connection_for_webhook, chat_user_for_key
 from chat.models import ChatConnection
-from chat.services.users import chat_user_delete
+from chat.services.users import user_delete
 from tests.conftest import assert_error, runtime_api
 from tests.factories import (
     AccountFactory,
@@ -464,7 +464,7 @@ def me(chat: dict[str, Any]) -> Any:
 
 def test_deleting_the_chat_user(chat):
     assert me(chat).status_code == 200
-    chat_user_delete(user=chat["user"])
+    user_delete(user=chat["user"])
     body = assert_error(me(chat), 401, "Unauthorized")
     assert body["message"] == "The user key names a user that does not exist"
 

@@ -23,7 +23,7 @@ from bots.models import AccessToken, Bot, Membership, Role
 from bots.services.bots import bot_delete
 from bots.services.members import member_remove, member_role_change
 from bots.services.tokens import access_token_create, access_token_revoke
-from chat.services.users import chat_user_delete
+from chat.services.users import user_delete
 from tests.factories import (
     BotFactory,
     ChatConnectionFactory,
@@ -238,5 +238,5 @@ def test_another_process_forgets_a_deleted_chat_user_within_a_second(child):
     user = UserFactory(bot=chat.bot)
     request = {"op": "chat", "webhook": chat.webhook_id, "chat_user": user.chat_id}
     assert kept(child, **request)["user"] == user.pk
-    answer = changes_within_a_second(child, request, lambda: chat_user_delete(user=user))
+    answer = changes_within_a_second(child, request, lambda: user_delete(user=user))
     assert answer["user"] is None

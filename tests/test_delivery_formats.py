@@ -68,9 +68,7 @@ def test_botpress_format_sends_what_the_sdk_reads(sdk_bot, receiver: Receiver):
     assert received.json() == {
         "event": {
             "id": event.id,
-            "createdAt": event.created_at.isoformat(timespec="milliseconds").replace(
-                "+00:00", "Z"
-            ),
+            "createdAt": event.created_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "type": "order.created",
             "payload": {"text": "héllo ✓"},
             "status": "pending",

@@ -102,6 +102,7 @@ def test_a_timeout_longer_than_the_lease_allows_gets_a_lease_of_its_own(settings
     [delivery] = claimed.deliveries
     assert delivery.request.timeout == 30.0
     lease_end = Event.objects.get(id=event.id).next_attempt_at
+    assert lease_end is not None
     assert lease_end - before >= timedelta(seconds=40)
     assert lease_end - timezone.now() <= timedelta(seconds=40)
     assert delivery.send_by - claimed.claimed_at == pytest.approx(5.0)

@@ -14,6 +14,7 @@ KINDS = [
     (domain_errors.MissingReference, 400, "ReferenceNotFound"),
     (domain_errors.InvalidValue, 400, "InvalidPayload"),
     (domain_errors.InvalidFilter, 400, "InvalidQuery"),
+    (domain_errors.TooLarge, 413, "PayloadTooLarge"),
     (domain_errors.MalformedId, 400, "InvalidIdentifier"),
     (domain_errors.AlreadyExists, 409, "AlreadyExists"),
     (domain_errors.NotPermitted, 403, "Forbidden"),

@@ -147,6 +147,8 @@ def test_webhook_url_must_be_http_or_https(staff_client):
         "name": bot.name,
         "tags": "{}",
         "webhook_url": "ftp://files.example.test/hook",
+        "delivery_format": "standard",
+        "configuration": "{}",
         "installations-TOTAL_FORMS": "0",
         "installations-INITIAL_FORMS": "0",
     }

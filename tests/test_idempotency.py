@@ -24,7 +24,7 @@ from bots.idempotency import idempotency_keys_purge_expired, idempotent_run, req
 from bots.models import Bot, Conversation, IdempotencyKey, Membership, Message, Participant, User
 from bots.tasks import purge_expired_idempotency_keys
 from chat.keys import user_key_issue
-from chat.models import ChatConnection
+from chat.models import ChatConnection, State
 from events.models import Event
 from platform_site.api.errors import IdempotencyMismatch
 from platform_site.secret_fields import secret_seal, secret_unseal
@@ -464,6 +464,12 @@ ROUTES = {
         },
         Message,
     ),
+    "getOrSetState": Route(
+        lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
+        lambda chat: f"/v1/chat/states/conversation/{chat.conversation.id}/cart/get-or-set",
+        lambda chat: {"payload": {"items": 1}},
+        State,
+    ),
     "getOrCreateMessage": Route(
         lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
         lambda chat: "/v1/chat/messages/get-or-create",
@@ -474,6 +480,36 @@ ROUTES = {
             "tags": {"step": "welcome"},
         },
         Message,
+    ),
+    "createUser": Route(
+        lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
+        lambda chat: "/v1/chat/users",
+        lambda chat: {"tags": {"crm": "42"}, "name": "Carol"},
+        User,
+    ),
+    "getOrCreateUser": Route(
+        lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
+        lambda chat: "/v1/chat/users/get-or-create",
+        lambda chat: {"tags": {"crm": "42"}},
+        User,
+    ),
+    "createConversation": Route(
+        lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
+        lambda chat: "/v1/chat/conversations",
+        lambda chat: {"channel": "dm", "tags": {"thread": "7"}},
+        Conversation,
+    ),
+    "getOrCreateConversation": Route(
+        lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
+        lambda chat: "/v1/chat/conversations/get-or-create",
+        lambda chat: {"channel": "dm", "tags": {"thread": "7"}},
+        Conversation,
+    ),
+    "addParticipant": Route(
+        lambda bot, chat: runtime_api(member_token(bot.workspace), bot.id),
+        lambda chat: f"/v1/chat/conversations/{chat.conversation.id}/participants",
+        lambda chat: {"userId": chat.bob.id},
+        Participant,
     ),
     "chatCreateUser": Route(
         lambda bot, chat: APIClient(),

@@ -498,7 +498,7 @@ def test_viewer_and_billing_may_not(runtime_client, conversation, author, role):
     body = assert_error(
         post(runtime_client(role), body_for(conversation, author)), 403, "Forbidden"
     )
-    assert role in body["message"] and "create messages" in body["message"]
+    assert role in body["message"] and "write messages" in body["message"]
     assert Message.objects.count() == 0
 
 

@@ -29,9 +29,20 @@ def received(out: Path) -> list[tuple[str, float, str]]:
     """(webhook-id, arrival time, path) of every request the receiver got."""
     rows = []
     for line in out.read_text().splitlines():
-        mid, at, path = line.split(" ")
+        mid, at, path, _ = line.split(" ", 3)
         rows.append((mid, float(at), path))
     return rows
+
+
+def received_sdk_types(out: Path) -> dict[str, str]:
+    """webhook-id -> the `x-bp-type` of each request the receiver got in the
+    official SDK's format (with x-bp-operation and an `{"event": …}` body)."""
+    found = {}
+    for line in out.read_text().splitlines():
+        mid, _, _, kind = line.split(" ", 3)
+        if kind:
+            found[mid] = kind
+    return found
 
 
 def make_bots(proj: Project, urls: Sequence[str]) -> list[str]:
@@ -48,8 +59,9 @@ def make_bots(proj: Project, urls: Sequence[str]) -> list[str]:
         secret = row[0]
         cursor.executemany(
             "INSERT INTO bots_bot (id, workspace_id, name, tags, dev, webhook_url, "
-            "signing_secret, previous_signing_secret, created_at, updated_at) "
-            "VALUES (%s, %s, %s, '{}', false, %s, %s, '', %s, %s)",
+            "signing_secret, previous_signing_secret, created_at, updated_at, "
+            "delivery_format, configuration) "
+            "VALUES (%s, %s, %s, '{}', false, %s, %s, '', %s, %s, 'standard', '{}')",
             [
                 (bot_id, workspace, f"bench {n}", url, secret, now, now)
                 for n, (bot_id, url) in enumerate(zip(ids, urls, strict=True))
@@ -66,14 +78,18 @@ COLUMNS = (
 
 
 def copy_events(
-    cursor: Any, rows: Sequence[tuple[str, str, str, datetime, bool]], now: datetime
+    cursor: Any,
+    rows: Sequence[tuple[str, str, str, datetime, bool]],
+    now: datetime,
+    payload: str = "{}",
 ) -> None:
-    """COPY events: (id, bot id, type, due time, due now?) each; due now is
-    pending, the others scheduled, as the service stores them."""
+    """COPY events: (id, bot id, type, due time, due now?) each, all with
+    `payload` (JSON); due now is pending, the others scheduled, as the
+    service stores them."""
     with cursor.copy(f"COPY events_event ({COLUMNS}) FROM STDIN") as copy:
         for event_id, bot_id, kind, due, due_now in rows:
             copy.write_row(
-                (event_id, bot_id, kind, "{}", "pending" if due_now else "scheduled")
+                (event_id, bot_id, kind, payload, "pending" if due_now else "scheduled")
                 + (due, due, 0, 0, now, now)
             )
 
@@ -84,16 +100,24 @@ def due_from(lead: float, count: int, step: float) -> list[datetime]:
     return [start + timedelta(seconds=n * step) for n in range(count)]
 
 
-def seed(proj: Project, bots: list[str], due: list[datetime], status: str) -> list[str]:
+def seed(
+    proj: Project,
+    bots: list[str],
+    due: list[datetime],
+    status: str,
+    *,
+    kind: str = "bench",
+    payload: str = "{}",
+) -> list[str]:
     """Insert events due at `due` (round-robin over `bots`) with COPY; their ids."""
     now = datetime.now(UTC)
     ids = [f"evt_{ULID()}" for _ in due]
     rows = [
-        (event_id, bots[n % len(bots)], "bench", when, status == "pending")
+        (event_id, bots[n % len(bots)], kind, when, status == "pending")
         for n, (event_id, when) in enumerate(zip(ids, due, strict=True))
     ]
     with proj.connect() as conn, conn.cursor() as cursor:
-        copy_events(cursor, rows, now)
+        copy_events(cursor, rows, now, payload)
         conn.commit()
     return ids
 

@@ -4,6 +4,10 @@ from platform_site.api.ids import PrefixedIdField
 
 from .bot import Bot, IntegrationInstallation
 
+# The channel of a conversation made through the chat interface: the name the
+# hosted API's chat integration gives its one channel.
+CHAT_CHANNEL = "channel"
+
 
 class User(models.Model):
     """A bot's end user (not a platform account: those are Django's users).
@@ -18,6 +22,10 @@ class User(models.Model):
     picture_url = models.URLField(max_length=2000, blank=True)
     profile = models.CharField(max_length=1000, blank=True)
     tags = models.JSONField(default=dict, blank=True)
+    # Strings by name, as the runtime API's `properties` (shared with the
+    # bot's integrations) and deprecated `attributes` hold them.
+    properties = models.JSONField(default=dict, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
     integration = models.ForeignKey(
         IntegrationInstallation, on_delete=models.SET_NULL, null=True, blank=True
     )
@@ -42,7 +50,11 @@ class Conversation(models.Model):
     owner = models.ForeignKey(
         User, on_delete=models.SET_NULL, null=True, blank=True, related_name="owned_conversations"
     )
+    # The channel of the integration it happens in (the runtime API's `channel`).
+    channel = models.CharField(max_length=200, default=CHAT_CHANNEL)
     tags = models.JSONField(default=dict, blank=True)
+    properties = models.JSONField(default=dict, blank=True)
+    # The integration that made it (the runtime API's `integration` is its name).
     integration = models.ForeignKey(
         IntegrationInstallation, on_delete=models.SET_NULL, null=True, blank=True
     )

@@ -5,7 +5,7 @@ body names is MissingReference; one the chat user is not in is 403."""
 from functools import cache
 
 from django.db import connection
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import QueryDict
 
 from bots.models import Bot, Conversation, Participant, User
@@ -107,13 +107,18 @@ def chat_conversations_list(*, user: User, page: PageRequest) -> Page[Conversati
     )
 
 
-def conversation_get(*, bot: Bot, conversation_id: str) -> Conversation:
+def _runtime_conversations() -> QuerySet[Conversation]:
+    # The runtime API shows a conversation's integration by its name.
+    return Conversation.objects.select_related("integration__integration")
+
+
+def conversation_get(*, bot: Bot, conversation_id: str, for_update: bool = False) -> Conversation:
+    """A conversation of the bot; `for_update`: locked until the transaction ends."""
+    conversations = _runtime_conversations()
+    if for_update:
+        conversations = conversations.select_for_update(of=("self",))
     return object_get(
-        Conversation.objects,
-        object_id=conversation_id,
-        prefix="conv",
-        noun="conversation",
-        bot=bot,
+        conversations, object_id=conversation_id, prefix="conv", noun="conversation", bot=bot
     )
 
 
@@ -122,7 +127,7 @@ def conversations_list(*, bot: Bot, query: QueryDict, page: PageRequest) -> Page
     that every one of these users takes part in."""
     tags = tag_filters(query)
     participant_ids = participant_ids_param(query)
-    conversations = Conversation.objects.filter(bot=bot)
+    conversations = _runtime_conversations().filter(bot=bot)
     for user_id in participant_ids:
         conversations = conversations.filter(
             Exists(Participant.objects.filter(conversation=OuterRef("pk"), user_id=user_id))

@@ -54,14 +54,31 @@ def participants_list(*, conversation: Conversation, page: PageRequest) -> Page[
     )
 
 
-def participant_get(*, conversation: Conversation, chat_user_id: str) -> User:
+def chat_participant_get(*, conversation: Conversation, chat_user_id: str) -> User:
+    """A participant of the conversation named by their chat id."""
     if not is_chat_id(chat_user_id):
         raise MalformedId(f"{chat_user_id[:80]!r} is not a user id")
-    user = User.objects.filter(
-        bot_id=conversation.bot_id, chat_id=chat_user_id, participations__conversation=conversation
-    ).first()
+    user = _participant(conversation, chat_id=chat_user_id)
     if user is None:
-        raise NotFound(
-            f"User {chat_user_id!r} is not a participant of conversation {conversation.chat_id!r}"
-        )
+        raise not_taking_part(user_id=chat_user_id, conversation_id=conversation.chat_id)
     return user
+
+
+def participant_get(*, conversation: Conversation, user_id: str) -> User:
+    """A participant of the conversation named by their runtime id."""
+    id_form_check(user_id, prefix="user", noun="user")
+    user = _participant(conversation, id=user_id)
+    if user is None:
+        raise not_taking_part(user_id=user_id, conversation_id=conversation.id)
+    return user
+
+
+def _participant(conversation: Conversation, **user: str) -> User | None:
+    return User.objects.filter(
+        bot_id=conversation.bot_id, participations__conversation=conversation, **user
+    ).first()
+
+
+def not_taking_part(*, user_id: str, conversation_id: str) -> NotFound:
+    """The refusal of a user who is not a participant, in the ids the caller uses."""
+    return NotFound(f"User {user_id!r} is not a participant of conversation {conversation_id!r}")

@@ -1,6 +1,7 @@
 """Messages: a user's, sent through the chat interface, becomes an event for
 the bot; a bot's, sent through the runtime API, does not. Both reach the
-conversation's listeners."""
+conversation's listeners, as do the bot's changes and deletes of any
+message of its conversations."""
 
 from datetime import datetime
 from typing import Any
@@ -11,8 +12,9 @@ from django.utils import timezone
 from bots.models import Bot, Conversation, Message, User
 from bots.selectors.references import conversation_reference_get, user_reference_get
 from bots.services.bots import bot_user_get_or_create
-from chat.event_types import MESSAGE_CREATED, MESSAGE_DELETED
+from chat.event_types import MESSAGE_CREATED, MESSAGE_DELETED, MESSAGE_UPDATED
 from chat.live.publish import stream_publish
+from chat.message_payloads import payload_of_type
 from chat.models import ScheduledMessage
 from chat.presenters import (
     conversation_runtime_json,
@@ -25,8 +27,9 @@ from chat.selectors.conversations import conversation_reference_and_author
 from chat.services.scheduled_messages import scheduled_message_message
 from events.services.events import EventReferences, event_build, event_stored
 from platform_site.api.ids import new_id_at
-from platform_site.api.tags import tagged
+from platform_site.api.tags import TagMatch, tags_changed
 from platform_site.domain_errors import InvalidValue, MissingReference, NotPermitted
+from platform_site.lookups import id_form_check, object_not_found
 from platform_site.row_insert import insert_statement, rows_write, update_statement
 
 
@@ -80,6 +83,11 @@ def chat_message_delete(*, user: User, message: Message) -> None:
     bot sent in their name)."""
     if message.is_bot or message.user_id != user.id:
         raise NotPermitted(f"Only the sender of message {message.id!r} may delete it")
+    _message_delete(message)
+
+
+def _message_delete(message: Message) -> None:
+    """Delete a message (its conversation and user loaded) and tell the listeners."""
     data = message_deleted_stream_json(message)
     message.delete()
     stream_publish(conversation_id=message.conversation_id, type=MESSAGE_DELETED, data=data)
@@ -202,26 +210,85 @@ def _bot_message_insert(
     return message
 
 
+@transaction.atomic
+def bot_message_update(
+    *,
+    bot: Bot,
+    message_id: str,
+    tags: dict[str, str | None] | None = None,
+    payload: dict[str, Any] | None = None,
+) -> Message:
+    """Change a message of the bot's conversations: its tags are merged (None
+    removes one), its payload replaced by another of its type. Any message:
+    the hosted API lets a bot change users' messages too (an integration
+    acknowledges an incoming one by tagging it). A message still scheduled
+    may be changed before it is sent. Listeners hear of a new payload
+    (`message_updated`, the message as the chat interface shows it) once it
+    commits; tags are not theirs to see."""
+    row = _bot_message_locked(bot=bot, message_id=message_id)
+    shown = row.payload
+    if tags is not None:
+        row.tags = tags_changed(row.tags, tags, field="tags")
+    if payload is not None:
+        row.payload = payload_of_type(payload, kind=row.type)
+    if isinstance(row, ScheduledMessage):
+        row.save(update_fields=["tags", "payload"])
+        return scheduled_message_message(row)
+    row.save(update_fields=["tags", "payload", "updated_at"])
+    if row.payload != shown:
+        stream_publish(
+            conversation_id=row.conversation_id,
+            type=MESSAGE_UPDATED,
+            data=message_stream_json(row),
+        )
+    return row
+
+
+@transaction.atomic
+def bot_message_delete(*, bot: Bot, message_id: str) -> None:
+    """Delete a message of the bot's conversations, a user's too, as the
+    hosted API lets a bot; listeners hear of it as when its sender deletes it
+    in the chat interface. A message still scheduled is canceled, unheard."""
+    row = _bot_message_locked(bot=bot, message_id=message_id)
+    if isinstance(row, ScheduledMessage):
+        row.delete()
+    else:
+        _message_delete(row)
+
+
+def _bot_message_locked(*, bot: Bot, message_id: str) -> Message | ScheduledMessage:
+    """The bot's message with this id, or the scheduled message that will be
+    it, locked until the transaction ends, with its conversation and user
+    (listeners are told their chat ids)."""
+    id_form_check(message_id, prefix="msg", noun="message")
+
+    def locked(model: type[Message] | type[ScheduledMessage]) -> Message | ScheduledMessage | None:
+        rows = model.objects.select_for_update(of=("self",)).select_related("conversation", "user")
+        return rows.filter(bot=bot, pk=message_id).first()
+
+    row = locked(Message) or locked(ScheduledMessage)
+    if row is None:
+        # It may have fallen due meanwhile: the claim that made it (which the
+        # lookup of the scheduled one waited for) has committed it by now.
+        row = locked(Message)
+    if row is None:
+        raise object_not_found("message", message_id)
+    return row
+
+
 def _tagged_message(
     conversation: Conversation, tags: dict[str, str], keys: list[str] | None
 ) -> Message | None:
-    def matches(candidate: dict[str, str]) -> bool:
-        if keys is None:
-            return candidate == tags
-        return all(candidate.get(key) == tags.get(key) for key in keys)
-
-    # The query narrows to the tags that must be there; matches() decides.
-    wanted = {key: value for key, value in tags.items() if keys is None or key in keys}
-    if not (tags if keys is None else keys):
-        return None
-    for message in tagged(Message.objects.filter(conversation=conversation), wanted).order_by("id"):
-        if matches(message.tags):
-            return message
-    scheduled = tagged(ScheduledMessage.objects.filter(conversation=conversation), wanted)
-    for candidate in scheduled.select_related("conversation", "user").order_by("id"):
-        if matches(candidate.tags):
-            return scheduled_message_message(candidate)
-    return None
+    match = TagMatch(tags, keys)
+    message = match.first(Message.objects.filter(conversation=conversation))
+    if message is not None:
+        return message
+    scheduled = match.first(
+        ScheduledMessage.objects.filter(conversation=conversation).select_related(
+            "conversation", "user"
+        )
+    )
+    return None if scheduled is None else scheduled_message_message(scheduled)
 
 
 def _deleted_meanwhile() -> MissingReference:

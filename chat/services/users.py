@@ -1,36 +1,55 @@
-"""A bot's end users as the chat interface makes, changes and deletes them."""
+"""A bot's end users as the chat interface makes and changes them (`chat_…`,
+by chat ids), and as the bot itself does through the runtime API."""
+
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from bots.credential_invalidation import credentials_changed
-from bots.models import Conversation, User
+from bots.models import Bot, Conversation, User
+from bots.selectors.references import integration_reference_get
 from chat.event_types import PARTICIPANT_REMOVED
 from chat.keys import user_key_issue
 from chat.live.publish import stream_publish
 from chat.models import ChatConnection
 from chat.presenters import participant_stream_json
 from chat.selectors.users import chat_user_find
+from chat.services.get_or_create import tagged_get_or_create
 from platform_site.api.ids import new_id
+from platform_site.api.tags import TagMatch, tags_changed
 from platform_site.domain_errors import AlreadyExists
+from platform_site.lookups import object_get
 
 
 def _user_insert(
+    *, bot_id: str, chat_id: str | None = None, tags: dict[str, str] | None = None, **fields: Any
+) -> User:
+    """A new user of the bot. When the caller does not choose a chat id, the
+    chat id is the runtime id; a chosen one is in its tags too. IntegrityError
+    when the chosen chat id is taken."""
+    user_id = new_id("user")
+    return User.objects.create(
+        id=user_id,
+        bot_id=bot_id,
+        chat_id=chat_id or user_id,
+        tags={**(tags or {}), **({"chat:id": chat_id} if chat_id else {})},
+        **fields,
+    )
+
+
+def _chat_user_insert(
     *, connection: ChatConnection, chat_id: str | None, name: str, picture_url: str, profile: str
 ) -> User | None:
     """The new user, or None when the chosen chat id is taken (also by a
-    request racing this one). When the caller does not choose a chat id, the
-    chat id is the runtime id."""
-    user_id = new_id("user")
+    request racing this one)."""
     try:
         with transaction.atomic():
-            return User.objects.create(
-                id=user_id,
+            return _user_insert(
                 bot_id=connection.bot_id,
-                chat_id=chat_id or user_id,
+                chat_id=chat_id,
                 name=name,
                 picture_url=picture_url,
                 profile=profile,
-                tags={"chat:id": chat_id} if chat_id else {},
             )
     except IntegrityError:
         return None
@@ -46,7 +65,7 @@ def chat_user_create(
 ) -> tuple[User, str]:
     """A user of the connection's bot and a key for it; AlreadyExists when
     the chosen chat id is taken."""
-    user = _user_insert(
+    user = _chat_user_insert(
         connection=connection, chat_id=chat_id, name=name, picture_url=picture_url, profile=profile
     )
     if user is None:
@@ -67,7 +86,7 @@ def chat_user_get_or_create(
     user = chat_user_find(bot_id=connection.bot_id, chat_id=chat_id)
     if user is not None:
         return user, False
-    user = _user_insert(
+    user = _chat_user_insert(
         connection=connection, chat_id=chat_id, name=name, picture_url=picture_url, profile=profile
     )
     if user is None:
@@ -84,19 +103,24 @@ def chat_user_update(
     profile: str | None = None,
 ) -> User:
     """Set the fields given (an empty string clears one); leave the others."""
-    changes = {"name": name, "picture_url": picture_url, "profile": profile}
-    changed = [field for field, value in changes.items() if value is not None]
+    return _user_save(user, {"name": name, "picture_url": picture_url, "profile": profile})
+
+
+def _user_save(user: User, changes: dict[str, Any]) -> User:
+    """Set and save the fields whose value is not None."""
+    changed = {field: value for field, value in changes.items() if value is not None}
     if changed:
-        for field in changed:
-            setattr(user, field, changes[field])
+        for field, value in changed.items():
+            setattr(user, field, value)
         user.save(update_fields=[*changed, "updated_at"])
     return user
 
 
 @transaction.atomic
-def chat_user_delete(*, user: User) -> None:
-    """Delete the user with their messages and participations. Each of their
-    conversations hears that they left; conversations they own stay, ownerless."""
+def user_delete(*, user: User) -> None:
+    """Delete the user with their messages (scheduled ones too) and
+    participations. Each of their conversations hears that they left;
+    conversations they own stay, ownerless."""
     conversations = list(Conversation.objects.filter(participants__user=user).only("chat_id"))
     user.delete()
     credentials_changed()
@@ -106,3 +130,81 @@ def chat_user_delete(*, user: User) -> None:
             type=PARTICIPANT_REMOVED,
             data=participant_stream_json(conversation=conversation, user=user),
         )
+
+
+def user_create(
+    *,
+    bot: Bot,
+    tags: dict[str, str],
+    name: str = "",
+    picture_url: str = "",
+    properties: dict[str, str] | None = None,
+    attributes: dict[str, str] | None = None,
+    integration_name: str | None = None,
+) -> User:
+    """A user the bot makes (its chat id is its runtime id), of the installed
+    integration named, if one is. (One INSERT: no transaction needed.)"""
+    return _user_insert(
+        bot_id=bot.id,
+        tags=tags,
+        name=name,
+        picture_url=picture_url,
+        properties=properties or {},
+        attributes=attributes or {},
+        integration=integration_reference_get(bot_id=bot.id, name=integration_name),
+    )
+
+
+@transaction.atomic
+def user_get_or_create(
+    *,
+    bot: Bot,
+    tags: dict[str, str],
+    discriminate_by_tags: list[str] | None,
+    name: str = "",
+    picture_url: str = "",
+    properties: dict[str, str] | None = None,
+    attributes: dict[str, str] | None = None,
+    integration_name: str | None = None,
+) -> tuple[User, bool]:
+    """The bot's user whose tags match (platform_site.api.tags.TagMatch), as
+    it is, else a new one as user_create makes it; and whether it was made."""
+    return tagged_get_or_create(
+        bot=bot,
+        candidates=User.objects.filter(bot=bot),
+        match=TagMatch(tags, discriminate_by_tags),
+        integration_name=integration_name,
+        create=lambda: user_create(
+            bot=bot,
+            tags=tags,
+            name=name,
+            picture_url=picture_url,
+            properties=properties,
+            attributes=attributes,
+            integration_name=integration_name,
+        ),
+    )
+
+
+@transaction.atomic
+def user_update(
+    *,
+    bot: Bot,
+    user_id: str,
+    name: str | None = None,
+    picture_url: str | None = None,
+    tags: dict[str, str | None] | None = None,
+    properties: dict[str, str | None] | None = None,
+    attributes: dict[str, str | None] | None = None,
+) -> User:
+    """Change a user of the bot: the fields given are set (an empty string
+    clears one), the maps given merged (None removes a key); the rest is left."""
+    user = object_get(
+        User.objects.select_for_update(), object_id=user_id, prefix="user", noun="user", bot=bot
+    )
+    maps = {"tags": tags, "properties": properties, "attributes": attributes}
+    changes: dict[str, Any] = {"name": name, "picture_url": picture_url}
+    for field, change in maps.items():
+        if change is not None:
+            changes[field] = tags_changed(getattr(user, field), change, field=field)
+    return _user_save(user, changes)

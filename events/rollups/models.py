@@ -71,3 +71,32 @@ class BotFailureMinute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.bot_id} at {self.minute:%Y-%m-%d %H:%M}"
+
+
+ANALYTICS_NAME_MAX_LENGTH = 200
+
+
+class AnalyticsMinute(models.Model):
+    """What a bot counted with trackAnalytics under one name in one minute
+    (UTC): calls add to the row of their minute (events/rollups/analytics.py),
+    so a busy name costs a row a minute, not a row a call."""
+
+    minute = models.DateTimeField()
+    # Indexed by the unique constraint, which leads with it.
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
+    # The dashboard reads a staff account's workspaces by it.
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=ANALYTICS_NAME_MAX_LENGTH)
+    count = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [
+            # What a call's upsert meets.
+            models.UniqueConstraint(
+                fields=["bot", "name", "minute"], name="analytics_minute_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["minute"], name="analytics_minute_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.bot_id} {self.name} at {self.minute:%Y-%m-%d %H:%M}"

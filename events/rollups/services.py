@@ -13,7 +13,12 @@ from django.db.models.functions import TruncMinute
 
 from events.models import AttemptOutcome, DeliveryAttempt, Event
 from events.rollups.lateness import LATENESS_BOUNDS, LATENESS_FIELDS
-from events.rollups.models import FAILURE_REASON_MAX_LENGTH, BotFailureMinute, EventMinute
+from events.rollups.models import (
+    FAILURE_REASON_MAX_LENGTH,
+    AnalyticsMinute,
+    BotFailureMinute,
+    EventMinute,
+)
 from platform_site.api.ids import id_floor
 
 MINUTE = timedelta(minutes=1)
@@ -53,8 +58,9 @@ def minute_floor(moment: datetime) -> datetime:
 def event_rollups_update(*, now: datetime) -> RollupRun:
     """Recompute every minute from a little before the latest rollup to the
     current one (from DASHBOARD_ROLLUP_BACKFILL_HOURS back when there is
-    none), and delete rollups older than DASHBOARD_ROLLUP_KEEP_HOURS. Safe to
-    run twice, or at once: a minute's rows are replaced by what it holds."""
+    none), and delete rollups (bots' analytics too) older than
+    DASHBOARD_ROLLUP_KEEP_HOURS. Safe to run twice, or at once: a minute's
+    rows are replaced by what it holds."""
     current = minute_floor(now)
     end = current + MINUTE
     start = current - timedelta(hours=settings.DASHBOARD_ROLLUP_BACKFILL_HOURS)
@@ -87,6 +93,9 @@ def event_rollups_update(*, now: datetime) -> RollupRun:
         expired = Q(minute__lt=now - timedelta(hours=settings.DASHBOARD_ROLLUP_KEEP_HOURS))
         purged = EventMinute.objects.filter(expired).delete()[0]
         purged += BotFailureMinute.objects.filter(expired).delete()[0]
+        # Bots' analytics are not recomputed (they are counted as they come),
+        # only kept as long.
+        purged += AnalyticsMinute.objects.filter(expired).delete()[0]
     return RollupRun(
         start=start,
         end=end,

@@ -1,6 +1,7 @@
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -164,6 +165,11 @@ def event_build(
     )
 
 
+def _falls_due_soon(moment: datetime) -> bool:
+    """Whether `moment` comes before the workers would look at the table again."""
+    return moment - timezone.now() < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL)
+
+
 def event_stored(event: Event) -> None:
     """What follows an event's INSERT: when it falls due before the workers
     would look again, a worker is woken once the row is committed, so that
@@ -171,7 +177,7 @@ def event_stored(event: Event) -> None:
     look finds it."""
     # Counted once committed: a create rolled back (an idempotent replay, a
     # failed request) made nothing. One callback either way.
-    if event.due_at - timezone.now() < timedelta(seconds=2 * settings.EVENT_DISPATCH_INTERVAL):
+    if _falls_due_soon(event.due_at):
         transaction.on_commit(_event_committed_due)
     else:
         transaction.on_commit(metrics.event_created)
@@ -180,6 +186,28 @@ def event_stored(event: Event) -> None:
 def _event_committed_due() -> None:
     metrics.event_created()
     deliveries_wake()
+
+
+def events_stored(events: Sequence[Event]) -> None:
+    """event_stored for events inserted together, in one callback for them all."""
+    wake = any(_falls_due_soon(event.due_at) for event in events)
+    transaction.on_commit(partial(_events_committed, len(events), wake=wake))
+
+
+def _events_committed(count: int, *, wake: bool) -> None:
+    metrics.events_count("created", count)
+    if wake:
+        deliveries_wake()
+
+
+def clock_row_stored(*, due_at: datetime) -> None:
+    """What follows the write of a row that falls due on the delivery clock
+    (another app's ClockWork: events/engine/clock_work.py) at `due_at`: when
+    that comes before the workers would look again on their own, a worker
+    is woken once the row is committed, and its claim learns when to wake
+    next (wake-ups asked for together go as one: wakeups.py)."""
+    if _falls_due_soon(due_at):
+        transaction.on_commit(deliveries_wake)
 
 
 def event_record(

@@ -18,7 +18,7 @@ from files.services.status import (
     file_status_upload_pending,
 )
 from files.storage import blob_delete_on_commit
-from platform_site.api.fields import TAGS_MAX_COUNT
+from platform_site.api.tags import tags_changed
 from platform_site.domain_errors import InvalidValue
 
 
@@ -77,10 +77,7 @@ def file_metadata_update(*, file: File, changes: dict[str, Any]) -> File:
     access policies or expiry, leaving its content and passages as they are."""
     locked = File.objects.select_for_update().get(id=file.id)
     if "tags" in changes:
-        tags = {**locked.tags, **changes.pop("tags")}
-        locked.tags = {key: value for key, value in tags.items() if value is not None}
-        if len(locked.tags) > TAGS_MAX_COUNT:
-            raise InvalidValue(f"tags: At most {TAGS_MAX_COUNT} tags.")
+        locked.tags = tags_changed(locked.tags, changes.pop("tags"), field="tags")
     for field, value in changes.items():
         setattr(locked, field, value)
     locked.save()

@@ -39,6 +39,7 @@ _DOMAIN_ERRORS: dict[type[domain_errors.DomainError], type[errors.APIError]] = {
     domain_errors.MissingReference: errors.ReferenceNotFound,
     domain_errors.InvalidValue: errors.InvalidPayload,
     domain_errors.InvalidFilter: errors.InvalidQuery,
+    domain_errors.TooLarge: errors.PayloadTooLarge,
     domain_errors.MalformedId: errors.InvalidIdentifier,
     domain_errors.AlreadyExists: errors.AlreadyExists,
     domain_errors.NotPermitted: errors.Forbidden,

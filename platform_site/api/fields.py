@@ -132,47 +132,66 @@ class TagsField(serializers.Field):
     """An object of string values, as bots, files and messages carry."""
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
-        if not isinstance(data, dict):
-            raise serializers.ValidationError("Must be an object of strings.")
-        if len(data) > TAGS_MAX_COUNT:
-            raise serializers.ValidationError(f"At most {TAGS_MAX_COUNT} tags.")
-        for key, value in data.items():
-            if not 1 <= len(key) <= TAG_KEY_MAX_LENGTH:
-                raise serializers.ValidationError(
-                    f"Tag names are 1 to {TAG_KEY_MAX_LENGTH} characters."
-                )
-            if not isinstance(value, str):
-                raise serializers.ValidationError(f"Tag {key!r}: must be a string.")
-            if len(value) > TAG_VALUE_MAX_LENGTH:
-                raise serializers.ValidationError(
-                    f"Tag {key!r}: at most {TAG_VALUE_MAX_LENGTH} characters."
-                )
-        return data
+        return _tags_valid(data)
 
     def to_representation(self, value: dict[str, str]) -> dict[str, str]:
         return value
 
 
-@extend_schema_field(
-    {
-        "type": "object",
-        "maxProperties": TAGS_MAX_COUNT,
-        "propertyNames": {"minLength": 1, "maxLength": TAG_KEY_MAX_LENGTH},
-        "additionalProperties": {"type": ["string", "null"], "maxLength": TAG_VALUE_MAX_LENGTH},
-    }
-)
+def _tags_valid(data: Any) -> dict[str, str]:
+    if not isinstance(data, dict):
+        raise serializers.ValidationError("Must be an object of strings.")
+    if len(data) > TAGS_MAX_COUNT:
+        raise serializers.ValidationError(f"At most {TAGS_MAX_COUNT} tags.")
+    for key, value in data.items():
+        if not 1 <= len(key) <= TAG_KEY_MAX_LENGTH:
+            raise serializers.ValidationError(
+                f"Tag names are 1 to {TAG_KEY_MAX_LENGTH} characters."
+            )
+        if not isinstance(value, str):
+            raise serializers.ValidationError(f"Tag {key!r}: must be a string.")
+        if len(value) > TAG_VALUE_MAX_LENGTH:
+            raise serializers.ValidationError(
+                f"Tag {key!r}: at most {TAG_VALUE_MAX_LENGTH} characters."
+            )
+    return data
+
+
+def _tag_changes_valid(data: Any) -> dict[str, str | None]:
+    """Tags where null or "" stands for a tag to remove (None). The names and
+    the count are those of the object as sent, removals included."""
+    _tags_valid(dict.fromkeys(data, "") if isinstance(data, dict) else data)
+    kept = _tags_valid({key: value for key, value in data.items() if value not in (None, "")})
+    return {key: kept.get(key) for key in data}
+
+
+_REMOVABLE_TAGS_SCHEMA = {
+    "type": "object",
+    "maxProperties": TAGS_MAX_COUNT,
+    "propertyNames": {"minLength": 1, "maxLength": TAG_KEY_MAX_LENGTH},
+    "additionalProperties": {"type": ["string", "null"], "maxLength": TAG_VALUE_MAX_LENGTH},
+}
+
+
+@extend_schema_field(_REMOVABLE_TAGS_SCHEMA)
 class RemovableTagsField(TagsField):
-    """Tags where one given as null or "" is one the caller leaves out. The
-    names and the count are checked before those are left out: the object as
-    sent holds what a TagsField does, but for null values."""
+    """Tags where one given as null or "" is one the caller leaves out."""
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
-        if isinstance(data, dict):
-            kept = {key: value for key, value in data.items() if value not in (None, "")}
-            # The names and count of what was sent, left out or not.
-            super().to_internal_value(dict.fromkeys(data, ""))
-            data = kept
-        return super().to_internal_value(data)
+        changes = _tag_changes_valid(data)
+        return {key: value for key, value in changes.items() if value is not None}
+
+
+@extend_schema_field(_REMOVABLE_TAGS_SCHEMA)
+class TagChangesField(serializers.Field):
+    """Changes to tags (or to any object of strings): a string sets its key,
+    null or "" removes it (None); platform_site.api.tags.tags_changed applies them."""
+
+    def to_internal_value(self, data: Any) -> dict[str, str | None]:
+        return _tag_changes_valid(data)
+
+    def to_representation(self, value: dict[str, str | None]) -> dict[str, str | None]:
+        return value
 
 
 class ReferenceField(StrictCharField):

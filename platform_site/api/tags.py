@@ -1,10 +1,12 @@
-"""Filtering on `tags`, a JSON object of strings, by any key.
+"""Filtering on `tags`, a JSON object of strings, by any key; the earlier
+object a get-or-create finds by its tags; tags changed by an update.
 
 Django's key transforms read a key made of digits as an array index, so
 `tags[0]=v` would match nothing; this expression treats every key as a key."""
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -12,7 +14,8 @@ from django.db.models import BooleanField, Expression, F, Model, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 from django.http import QueryDict
 
-from platform_site.domain_errors import InvalidFilter
+from platform_site.api.fields import TAGS_MAX_COUNT
+from platform_site.domain_errors import InvalidFilter, InvalidValue
 
 ModelT = TypeVar("ModelT", bound=Model)
 
@@ -87,3 +90,43 @@ def tagged(queryset: QuerySet[ModelT], tags: Mapping[str, str]) -> QuerySet[Mode
     for key, value in tags.items():
         queryset = queryset.filter(TagEquals("tags", key, value))
     return queryset
+
+
+@dataclass(frozen=True)
+class TagMatch:
+    """Which earlier object a get-or-create answers (its `discriminateByTags`):
+    one whose tags named in `keys` each have the value they have in `tags`,
+    or are absent from both; without `keys`, one whose tags are `tags`."""
+
+    tags: Mapping[str, str]
+    keys: Sequence[str] | None
+
+    def first(self, queryset: QuerySet[ModelT]) -> ModelT | None:
+        """The first row of `queryset` (by id) whose `tags` match; None when
+        there is no tag to match on (nothing then tells one object from
+        another: a get-or-create makes a new one)."""
+        if not (self.tags if self.keys is None else self.keys):
+            return None
+        # The query narrows to the tags that must be there; matches() decides.
+        wanted = {k: v for k, v in self.tags.items() if self.keys is None or k in self.keys}
+        for row in tagged(queryset, wanted).order_by("id"):
+            if self.matches(row.tags):  # type: ignore[attr-defined]
+                return row
+        return None
+
+    def matches(self, candidate: Mapping[str, str]) -> bool:
+        if self.keys is None:
+            return candidate == self.tags
+        return all(candidate.get(key) == self.tags.get(key) for key in self.keys)
+
+
+def tags_changed(
+    current: Mapping[str, str], changes: Mapping[str, str | None], *, field: str
+) -> dict[str, str]:
+    """`current` with `changes` made: a string sets its key, None removes it.
+    InvalidValue when that leaves more tags than an object may carry."""
+    changed = {**current, **changes}
+    kept = {key: value for key, value in changed.items() if value is not None}
+    if len(kept) > TAGS_MAX_COUNT:
+        raise InvalidValue(f"{field}: At most {TAGS_MAX_COUNT} tags.")
+    return kept

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Count, F, Max, OuterRef, QuerySet, Subquery, Sum
 
 from bots.models import Bot
 from events.rollups.lateness import LATENESS_FIELDS, lateness_label, lateness_percentile
-from events.rollups.models import BotFailureMinute, EventMinute
+from events.rollups.models import AnalyticsMinute, BotFailureMinute, EventMinute
 from events.rollups.services import MINUTE, minute_floor
 from files.models import File, FileStatus
 from platform_site.metrics import live_listeners_by_workspace
@@ -22,6 +22,7 @@ DAY_MINUTES = 24 * 60
 DAY_BIN_MINUTES = 15
 DAY_BINS = DAY_MINUTES // DAY_BIN_MINUTES
 FAILING_BOTS_SHOWN = 5
+TRACKED_NAMES_SHOWN = 10
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ class FailingBot:
 
 
 @dataclass(frozen=True)
+class TrackedName:
+    """What a bot counted under a name with trackAnalytics."""
+
+    name: str
+    bot_name: str
+    count: int
+
+
+@dataclass(frozen=True)
 class DashboardFigures:
     # The last complete minute's end: the figures stop there.
     until: datetime
@@ -69,6 +79,8 @@ class DashboardFigures:
     hour_lateness: Lateness
     day_lateness: Lateness
     failing_bots: list[FailingBot]
+    # The bots' own counts, most first.
+    analytics: list[TrackedName]
     # (status, files) for every status, in the order of FileStatus.
     indexing: list[tuple[str, int]]
     live_listeners: int
@@ -82,11 +94,15 @@ def dashboard_figures(*, workspace_ids: Collection[str] | None, now: datetime) -
     if workspace_ids is not None and not workspace_ids:
         minutes: dict[datetime, dict[str, Any]] = {}
         failing: list[FailingBot] = []
+        tracked: list[TrackedName] = []
         files: dict[str, int] = {}
     else:
         minutes = _minutes(_scope(EventMinute.objects.all(), workspace_ids), day_start, until)
         failing = _failing_bots(
             _scope(BotFailureMinute.objects.all(), workspace_ids), day_start, until
+        )
+        tracked = _tracked_names(
+            _scope(AnalyticsMinute.objects.all(), workspace_ids), day_start, until
         )
         files = _files_by_status(workspace_ids)
     listeners = live_listeners_by_workspace()
@@ -102,6 +118,7 @@ def dashboard_figures(*, workspace_ids: Collection[str] | None, now: datetime) -
         hour_lateness=_lateness(row for minute, row in minutes.items() if minute >= hour_start),
         day_lateness=_lateness(minutes.values()),
         failing_bots=failing,
+        analytics=tracked,
         indexing=[(status, files.get(status, 0)) for status in FileStatus.values],
         live_listeners=sum(
             count
@@ -203,6 +220,20 @@ def _failing_bots(
         )
         for row in totals
     ]
+
+
+def _tracked_names(
+    rollups: QuerySet[AnalyticsMinute], start: datetime, end: datetime
+) -> list[TrackedName]:
+    """The names counted most in those minutes, each with its bot (a name is
+    its bot's own), in one GROUP BY."""
+    totals = (
+        rollups.filter(minute__gte=start, minute__lt=end)
+        .values("name", "bot_id", bot_name=F("bot__name"))
+        .annotate(total=Sum("count"))
+        .order_by("-total", "name", "bot_id")[:TRACKED_NAMES_SHOWN]
+    )
+    return [TrackedName(row["name"], row["bot_name"], row["total"]) for row in totals]
 
 
 def _files_by_status(workspace_ids: Collection[str] | None) -> dict[str, int]:

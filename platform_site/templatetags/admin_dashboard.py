@@ -25,6 +25,7 @@ CREATED = Series("created", (), "#417690")
 DELIVERED = Series("delivered", (), "#2e7d32", "7 4")
 FAILED = Series("failed attempts", (), "#c62828", "2 3")
 INDEXING_COLOUR = "#79aec8"
+ANALYTICS_COLOUR = "#7b5ea7"
 
 
 @register.inclusion_tag("admin/platform/dashboard.html", takes_context=True)
@@ -59,6 +60,14 @@ def admin_dashboard(context: template.Context) -> dict[str, Any]:
                 for bot in figures.failing_bots
             ],
             colour=FAILED.colour,
+        ),
+        "analytics_chart": bar_chart(
+            title="Counted by bots (trackAnalytics), last day",
+            bars=[
+                Bar(f"{tracked.name} ({tracked.bot_name})", tracked.count)
+                for tracked in figures.analytics
+            ],
+            colour=ANALYTICS_COLOUR,
         ),
         "files_total": sum(count for _, count in figures.indexing),
         "indexing_chart": bar_chart(

@@ -10,8 +10,8 @@ from chat.permissions import IsChatUser
 from chat.presenters import participant_chat_json, user_chat_json
 from chat.principals import chat_principal
 from chat.selectors.conversations import chat_conversation_get
-from chat.selectors.participants import participant_get, participants_list
-from chat.services.participants import participant_add, participant_remove
+from chat.selectors.participants import chat_participant_get, participants_list
+from chat.services.participants import chat_participant_add, chat_participant_remove
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 
@@ -49,7 +49,7 @@ class ParticipantViewSet(ChatViewSet):
         serializer = ParticipantAddSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         actor = chat_principal(request).user
-        user, added = participant_add(
+        user, added = chat_participant_add(
             actor=actor,
             conversation=chat_conversation_get(user=actor, chat_id=conversation_id),
             chat_user_id=serializer.validated_data["userId"],
@@ -67,7 +67,7 @@ class ParticipantViewSet(ChatViewSet):
         conversation = chat_conversation_get(
             user=chat_principal(request).user, chat_id=conversation_id
         )
-        user = participant_get(conversation=conversation, chat_user_id=user_id)
+        user = chat_participant_get(conversation=conversation, chat_user_id=user_id)
         return Response({"participant": user_chat_json(user)})
 
     @extend_schema(
@@ -79,7 +79,7 @@ class ParticipantViewSet(ChatViewSet):
         self, request: Request, webhook_id: str, conversation_id: str, user_id: str
     ) -> Response:
         actor = chat_principal(request).user
-        participant_remove(
+        chat_participant_remove(
             actor=actor,
             conversation=chat_conversation_get(user=actor, chat_id=conversation_id),
             chat_user_id=user_id,

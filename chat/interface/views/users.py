@@ -16,9 +16,9 @@ from chat.principals import chat_client_scope, chat_connection, chat_principal, 
 from chat.selectors.users import chat_user_profile
 from chat.services.users import (
     chat_user_create,
-    chat_user_delete,
     chat_user_get_or_create,
     chat_user_update,
+    user_delete,
 )
 from platform_site.api.errors import Unauthorized
 from platform_site.api.schema import ERROR, ERRORS
@@ -99,7 +99,7 @@ class UserViewSet(ChatViewSet):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def delete_me(self, request: Request, webhook_id: str) -> Response:
-        chat_user_delete(user=chat_principal(request).user)
+        user_delete(user=chat_principal(request).user)
         return Response({})
 
     @extend_schema(

@@ -11,10 +11,19 @@ from bots.idempotency import idempotent_create
 from bots.permissions import CanReadChat, CanWriteMessages
 from bots.principals import bot_principal
 from chat.presenters import message_runtime_json
-from chat.runtime.serializers import BotMessageCreateSerializer, BotMessageGetOrCreateSerializer
+from chat.runtime.serializers import (
+    BotMessageCreateSerializer,
+    BotMessageGetOrCreateSerializer,
+    BotMessageUpdateSerializer,
+)
 from chat.runtime.views.base import RuntimeChatViewSet
 from chat.selectors.messages import message_get, messages_list
-from chat.services.messages import bot_message_create, bot_message_get_or_create
+from chat.services.messages import (
+    bot_message_create,
+    bot_message_delete,
+    bot_message_get_or_create,
+    bot_message_update,
+)
 from events.services.events import due_time
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import (
@@ -37,6 +46,8 @@ class MessageViewSet(RuntimeChatViewSet):
         "list": [CanReadChat],
         "get_or_create": [CanWriteMessages],
         "retrieve": [CanReadChat],
+        "update": [CanWriteMessages],
+        "destroy": [CanWriteMessages],
     }
 
     @extend_schema(
@@ -120,3 +131,40 @@ class MessageViewSet(RuntimeChatViewSet):
     def retrieve(self, request: Request, message_id: str) -> Response:
         message = message_get(bot=bot_principal(request).bot, message_id=message_id)
         return Response({"message": message_runtime_json(message)})
+
+    @extend_schema(
+        summary="Update a message of the bot's conversations",
+        description=(
+            "Any message, a user's too, and one still scheduled. Tags are merged: a tag given"
+            ' null or "" is removed. A payload replaces the message\'s, and is one of its'
+            " type (`type` may be left out of it; another type is 400). A new payload reaches"
+            " the conversation's listeners (`message_updated`)."
+        ),
+        operation_id="updateMessage",
+        request=BotMessageUpdateSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def update(self, request: Request, message_id: str) -> Response:
+        serializer = BotMessageUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        message = bot_message_update(
+            bot=bot_principal(request).bot,
+            message_id=message_id,
+            tags=data.get("tags"),
+            payload=data.get("payload"),
+        )
+        return Response({"message": message_runtime_json(message)})
+
+    @extend_schema(
+        summary="Delete a message of the bot's conversations",
+        description=(
+            "Any message, a user's too; the conversation's listeners hear of it"
+            " (`message_deleted`). A message still scheduled is canceled."
+        ),
+        operation_id="deleteMessage",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def destroy(self, request: Request, message_id: str) -> Response:
+        bot_message_delete(bot=bot_principal(request).bot, message_id=message_id)
+        return Response({})

@@ -3,11 +3,18 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.permissions import CanReadChat
+from bots.idempotency import idempotent_create
+from bots.permissions import CanReadChat, CanWriteMessages
 from bots.principals import bot_principal
 from chat.presenters import user_runtime_json
+from chat.runtime.serializers import (
+    RuntimeUserCreateSerializer,
+    RuntimeUserGetOrCreateSerializer,
+    RuntimeUserUpdateSerializer,
+)
 from chat.runtime.views.base import RuntimeChatViewSet
 from chat.selectors.users import user_get, users_list
+from chat.services.users import user_create, user_delete, user_get_or_create, user_update
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import (
     ERRORS,
@@ -19,7 +26,40 @@ from platform_site.api.schema import (
 
 
 class UserViewSet(RuntimeChatViewSet):
-    permissions_by_action = {"list": [CanReadChat], "retrieve": [CanReadChat]}
+    permissions_by_action = {
+        "create": [CanWriteMessages],
+        "list": [CanReadChat],
+        "get_or_create": [CanWriteMessages],
+        "retrieve": [CanReadChat],
+        "update": [CanWriteMessages],
+        "destroy": [CanWriteMessages],
+    }
+
+    @extend_schema(
+        summary="Create a user of the bot",
+        description=(
+            "Its id in the chat interface is its runtime id. `integrationName` (deprecated)"
+            " must name an integration installed on the bot."
+        ),
+        operation_id="createUser",
+        request=RuntimeUserCreateSerializer,
+        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @idempotent_create
+    def create(self, request: Request) -> Response:
+        serializer = RuntimeUserCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = user_create(
+            bot=bot_principal(request).bot,
+            tags=data["tags"],
+            name=data.get("name", ""),
+            picture_url=data.get("pictureUrl", ""),
+            properties=data["properties"],
+            attributes=data["attributes"],
+            integration_name=data.get("integrationName"),
+        )
+        return Response({"user": user_runtime_json(user)}, status=201)
 
     @extend_schema(
         summary="List the bot's users, newest first",
@@ -43,6 +83,39 @@ class UserViewSet(RuntimeChatViewSet):
         return Response(page.json("users", user_runtime_json))
 
     @extend_schema(
+        summary="Get the bot's user with these tags, or create it",
+        description=(
+            "Tags match when every tag named by `discriminateByTags` has the same value (or is"
+            " absent from both), or, without it, when all tags are the same; tags, properties"
+            ' and attributes given null or "" are left out. With no tag to match on, a new'
+            " user is made. A user found is answered as it is. 201 when it is made, else 200;"
+            " `meta.created` says which."
+        ),
+        operation_id="getOrCreateUser",
+        request=RuntimeUserGetOrCreateSerializer,
+        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    @idempotent_create
+    def get_or_create(self, request: Request) -> Response:
+        serializer = RuntimeUserGetOrCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user, created = user_get_or_create(
+            bot=bot_principal(request).bot,
+            tags=data["tags"],
+            discriminate_by_tags=data.get("discriminateByTags"),
+            name=data.get("name", ""),
+            picture_url=data.get("pictureUrl", ""),
+            properties=data["properties"],
+            attributes=data["attributes"],
+            integration_name=data.get("integrationName"),
+        )
+        return Response(
+            {"user": user_runtime_json(user), "meta": {"created": created}},
+            status=201 if created else 200,
+        )
+
+    @extend_schema(
         summary="Get a user of the bot",
         operation_id="getUser",
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
@@ -50,3 +123,42 @@ class UserViewSet(RuntimeChatViewSet):
     def retrieve(self, request: Request, user_id: str) -> Response:
         user = user_get(bot=bot_principal(request).bot, user_id=user_id)
         return Response({"user": user_runtime_json(user)})
+
+    @extend_schema(
+        summary="Update a user of the bot",
+        description=(
+            'The fields given change, the others stay; `name` or `pictureUrl` null or ""'
+            ' clears it. Tags, properties and attributes are merged: a key given null or ""'
+            " is removed."
+        ),
+        operation_id="updateUser",
+        request=RuntimeUserUpdateSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def update(self, request: Request, user_id: str) -> Response:
+        serializer = RuntimeUserUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = user_update(
+            bot=bot_principal(request).bot,
+            user_id=user_id,
+            name=data.get("name"),
+            picture_url=data.get("pictureUrl"),
+            tags=data.get("tags"),
+            properties=data.get("properties"),
+            attributes=data.get("attributes"),
+        )
+        return Response({"user": user_runtime_json(user)})
+
+    @extend_schema(
+        summary="Delete a user of the bot, with their messages and participations",
+        description=(
+            "Their conversations' listeners hear that they left (`participant_removed`);"
+            " conversations they own in the chat interface stay, ownerless."
+        ),
+        operation_id="deleteUser",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def destroy(self, request: Request, user_id: str) -> Response:
+        user_delete(user=user_get(bot=bot_principal(request).bot, user_id=user_id))
+        return Response({})
