@@ -1,10 +1,13 @@
 """The bodies of the runtime's state routes (/v1/chat/states/{type}/{id}/{name}),
 as the official client sends them."""
 
+import math
 from typing import Any
 
+from rest_framework.fields import empty
+
 from chat.models import STATE_EXPIRY_MAX_MS, STATE_PAYLOAD_MAX_BYTES
-from platform_site.api.fields import JSONObjectField, StrictIntegerField
+from platform_site.api.fields import JSONObjectField, StrictNumberField
 from platform_site.api.serializers import ClosedSerializer
 
 _PAYLOAD_HELP = (
@@ -13,14 +16,24 @@ _PAYLOAD_HELP = (
 )
 
 
-def _expiry(**kwargs: Any) -> StrictIntegerField:
-    return StrictIntegerField(
+class ExpiryField(StrictNumberField):
+    """Milliseconds, a JSON number as the hosted API types it (its own
+    example is 1296000000.5): kept as whole milliseconds, rounded up."""
+
+    def run_validation(self, data: Any = empty) -> int | None:
+        # After the bounds are checked on the number as sent.
+        value = super().run_validation(data)
+        return None if value is None else math.ceil(value)
+
+
+def _expiry(**kwargs: Any) -> ExpiryField:
+    return ExpiryField(
         min_value=1,
         max_value=STATE_EXPIRY_MAX_MS,
         allow_null=True,
         help_text=(
             "Milliseconds of idleness after which the state expires (each write starts"
-            " them again); null for none"
+            " them again; a fraction is rounded up); null for none"
         ),
         **kwargs,
     )

@@ -34,7 +34,7 @@ from bots.models import DeliveryFormat, User
 from bots.services.bots import BOT_USER_CHAT_ID_PREFIX
 from events.engine.clock_work import clock_work_next_due, clock_work_publish
 from events.engine.delivery import Delivery, lease_seconds, start_slack
-from events.engine.formats import EventOnWire, request_parts
+from events.engine.formats import EventOnWire, RequestParts
 from events.engine.leases import lease_duration, new_lease
 from events.engine.webhook_client import WebhookRequest
 from events.models import Event, EventStatus
@@ -244,6 +244,7 @@ def _claimed(rows: Sequence[_Row], lease: int, now: datetime) -> Claimed:
     claimed = Claimed(lease=lease, claimed_at=claimed_at)
     default_timeout = settings.EVENT_DELIVERY_TIMEOUT
     slack = _Slack()
+    request_parts = RequestParts()
     for row in rows:
         claimed.event_ids.append(row.id)
         if not row.webhook_url:

@@ -10,8 +10,8 @@
   the body `{"event": …}`. It carries the same signature headers: they cost
   the SDK nothing and let a bot verify them.
 
-Both are built once per claimed event, when it is claimed; the signature is
-made as the request goes out (webhook_client.py)."""
+Both are built once per claimed event, when it is claimed (RequestParts);
+the signature is made as the request goes out (webhook_client.py)."""
 
 import base64
 import json
@@ -48,38 +48,51 @@ class EventOnWire:
     bot_user_id: str | None
 
 
-def request_parts(event: EventOnWire) -> tuple[str, bytes]:
-    """The body and the format's own header lines (CRLF-ended, Latin-1)."""
-    if event.delivery_format != DeliveryFormat.BOTPRESS:
-        return delivery_body(
+class RequestParts:
+    """Each claimed event's body and format header lines (CRLF-ended,
+    Latin-1). What all the requests of a bot share in a claim (its id, user
+    and configuration) is encoded once per claim, not once per event."""
+
+    def __init__(self) -> None:
+        self._bot_lines: dict[str, bytes] = {}
+
+    def __call__(self, event: EventOnWire) -> tuple[str, bytes]:
+        if event.delivery_format != DeliveryFormat.BOTPRESS:
+            return delivery_body(
+                event_id=event.event_id,
+                type=event.type,
+                bot_id=event.bot_id,
+                created_at=event.created_at,
+                payload=event.payload,
+                conversation_id=event.conversation_id,
+                user_id=event.user_id,
+                message_id=event.message_id,
+                workflow_id=event.workflow_id,
+            ), b""
+        body = sdk_delivery_body(
             event_id=event.event_id,
             type=event.type,
-            bot_id=event.bot_id,
             created_at=event.created_at,
             payload=event.payload,
             conversation_id=event.conversation_id,
             user_id=event.user_id,
             message_id=event.message_id,
-            workflow_id=event.workflow_id,
-        ), b""
-    body = sdk_delivery_body(
-        event_id=event.event_id,
-        type=event.type,
-        created_at=event.created_at,
-        payload=event.payload,
-        conversation_id=event.conversation_id,
-        user_id=event.user_id,
-        message_id=event.message_id,
-    )
+        )
+        shared = self._bot_lines.get(event.bot_id)
+        if shared is None:
+            shared = self._bot_lines[event.bot_id] = _bot_lines(event)
+        return body, shared + f"x-bp-type: {header_value(event.type)}\r\n".encode("latin-1")
+
+
+def _bot_lines(event: EventOnWire) -> bytes:
     lines = [
         f"x-bot-id: {event.bot_id}",
         "x-bp-operation: event_received",
-        f"x-bp-type: {header_value(event.type)}",
         f"x-bp-configuration: {configuration_header(event.configuration)}",
     ]
     if event.bot_user_id:
         lines.append(f"x-bot-user-id: {event.bot_user_id}")
-    return body, ("\r\n".join(lines) + "\r\n").encode("latin-1")
+    return ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
 
 def configuration_header(configuration: Any) -> str:
