@@ -4,8 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
-# The demo bot's events go to examples/echo_bot.py on this port.
-ECHO_BOT_PORT ?= 8100
+# The demo bot's events go to examples/echo_bot.py on this port (the
+# Procfile's demo_bot, which `make run` starts with the rest).
+export ECHO_BOT_PORT ?= 8100
 DATA_DIR ?= var
 export DATA_DIR
 export PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,10 +23,13 @@ from bots.models import Bot
 from events.engine import loop as engine_loop
 from events.engine.loop import EngineConfig
 from events.engine.process import EngineThread
+from events.engine.stats import Period
+from events.engine.webhook_client import Failure, WebhookResult
 from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.events import event_record
 from tests.factories import BotFactory, EventFactory
 from tests.receiver import Answer, Receiver
+from tests.servers import free_port
 from tests.worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -282,12 +285,83 @@ def test_the_engine_reports_how_it_keeps_up(receiver, start_engine, caplog):
     with caplog.at_level(logging.INFO, logger="events.engine"):
         engine = start_engine(report_interval=0.5)
         wait_statuses(ids, {"processed": 5})
-        wait_until(lambda: "5 sent" in caplog.text, message="a report")
+        wait_until(lambda: "5 attempts (" in caplog.text, message="a report")
         engine.stop()
-    line = next(r.getMessage() for r in caplog.records if "5 sent" in r.getMessage())
+    line = next(r.getMessage() for r in caplog.records if "5 attempts (" in r.getMessage())
+    assert ": 5 answered)" in line
     assert "processed 5" in line
     assert "In flight 0 of 50" in line
     assert "Claim lag: p50" in line
+
+
+def engine_lines(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.name == name]
+
+
+# A failed attempt's own line is at DEBUG (a webhook refusing every
+# connection would write hundreds a second): the report counts attempts by
+# what their request came to, and sums each failing bot's up in a line.
+def test_a_report_counts_attempts_by_what_they_came_to_and_sums_failing_bots_up(
+    receiver: Receiver, start_engine: Any, caplog: pytest.LogCaptureFixture, settings: Any
+):
+    settings.EVENT_DELIVERY_TIMEOUT = 1.0
+    caplog.set_level(logging.INFO)
+    answering = bot_at(receiver, "/ok")
+    failing = bot_at(receiver, "/busy", Answer(503, b"overloaded"))
+    slow = bot_at(receiver, "/slow", Answer(200, delay=3.0))
+    refusing = bot_at(receiver, "/unused")
+    refusing.webhook_url = f"http://127.0.0.1:{free_port()}/hook"
+    refusing.save(update_fields=["webhook_url"])
+    events = {bot.id: due_now(bot, 3) for bot in (answering, failing, slow, refusing)}
+
+    engine = start_engine()
+    wait_statuses(events[answering.id], {EventStatus.PROCESSED: 3})
+    for bot in (failing, slow, refusing):
+        wait_statuses(events[bot.id], {EventStatus.PENDING: 3})
+    engine.stop()
+
+    assert not [r for r in engine_lines(caplog, "events.delivery") if r.levelno >= logging.INFO]
+    lines = [record.getMessage() for record in engine_lines(caplog, "events.engine")]
+    [report] = [line for line in lines if line.startswith("Deliveries in ")]
+    assert "12 attempts (" in report
+    assert ": 6 answered, 3 could not connect, 3 timed out)" in report
+    assert "ended: pending 9, processed 3" in report
+    per_bot = {
+        record.bot_id: record.getMessage()
+        for record in engine_lines(caplog, "events.engine")
+        if getattr(record, "bot_id", None)
+    }
+    assert set(per_bot) == {failing.id, slow.id, refusing.id}
+    assert (
+        "failed attempts: 3 (3 answered with an error); last: The webhook answered HTTP 503"
+        in (per_bot[failing.id])
+    )
+    assert "failed attempts: 3 (3 timed out); last: " in per_bot[slow.id]
+    assert (
+        "failed attempts: 3 (3 could not connect); last: Could not connect"
+        in (per_bot[refusing.id])
+    )
+
+
+def test_a_period_counts_successes_apart_from_failures():
+    period = Period(started=0.0)
+    ok = WebhookResult(started_at=datetime.now(UTC), duration_ms=5, status_code=204)
+    refused = WebhookResult(
+        started_at=datetime.now(UTC),
+        duration_ms=1,
+        failure=Failure.CONNECTION,
+        error="Could not connect",
+    )
+    period.attempt_ended("bot_a", ok)
+    period.attempt_ended("bot_b", refused)
+    period.attempt_ended("bot_b", refused)
+
+    assert period.sent == 3
+    assert period.attempts == {"answered": 1, "could not connect": 2}
+    assert list(period.failing) == ["bot_b"]
+    assert period.failing["bot_b"].summary() == (
+        "failed attempts: 2 (2 could not connect); last: Could not connect"
+    )
 
 
 def connections_in_use() -> int:

@@ -311,8 +311,17 @@ def deliver(bot: Bot) -> str:
 
 @pytest.mark.django_db
 def test_a_failed_attempt_line_names_its_event_bot_and_attempt(
-    hooked: Bot, receiver: Receiver, engine_settings, captured
+    hooked: Bot, receiver: Receiver, engine_settings
 ):
+    # At DEBUG: the worker's report sums failed attempts up per bot.
+    with capturing(level=logging.DEBUG) as captured:
+        lines = failed_attempt_lines(hooked, receiver, captured)
+    assert {line["level"] for line in lines} == {"debug"}
+
+
+def failed_attempt_lines(
+    hooked: Bot, receiver: Receiver, captured: Capture
+) -> list[dict[str, Any]]:
     receiver.answer(Answer(503, b"busy"), Answer(503, b"busy"), Answer(410, b"gone"))
     event_id = deliver(hooked)
     Event.objects.filter(id=event_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
@@ -329,6 +338,7 @@ def test_a_failed_attempt_line_names_its_event_bot_and_attempt(
     assert "attempt 2 failed, retry at" in lines[1]["message"]
     assert "attempt 1 failed for good" in lines[2]["message"]
     assert Event.objects.get(id=gone).status == EventStatus.FAILED
+    return lines
 
 
 # --- into tasks ------------------------------------------------------------------------------

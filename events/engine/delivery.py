@@ -132,7 +132,9 @@ def deliveries_record(finished: Sequence[tuple[Delivery, WebhookResult]]) -> Cou
             updated_at=now,
         )
         tally[status if updated else LEASE_LOST] += 1
-        logger.info(
+        # At DEBUG: the worker's report sums failed attempts up per bot
+        # (events/engine/stats.py).
+        logger.debug(
             "%s to %s: attempt %d %s",
             delivery.event_id,
             delivery.bot_id,

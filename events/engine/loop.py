@@ -48,6 +48,9 @@ from platform_site import metrics
 
 logger = logging.getLogger("events.engine")
 
+# Bots named in a report's lines about failed attempts, at most.
+FAILING_BOTS_REPORTED = 20
+
 T = TypeVar("T")
 
 # A process holds at most this many times its concurrency: what is in flight,
@@ -299,7 +302,7 @@ class DeliveryEngine:
             congested=_congested(result),
             now=self._loop.time(),
         )
-        self.period.sent += 1
+        self.period.attempt_ended(delivery.bot_id, result)
         lag = max(0.0, result.started_at.timestamp() - delivery.due)
         self.period.send_lag.add(lag)
         metrics.delivery_observe(
@@ -403,15 +406,17 @@ class DeliveryEngine:
         )
         opened = self.client.connections_made - self._connections_reported
         self._connections_reported = self.client.connections_made
+        attempts = ", ".join(f"{count:,} {kind}" for kind, count in sorted(period.attempts.items()))
         logger.info(
-            "Deliveries in %.0f s: %s claimed in %s claims, %s sent (%.0f/s) over %s new "
-            "connections; ended: %s. In flight %d of %d (peak %d), queued %d, held %d of %d; "
+            "Deliveries in %.0f s: %s claimed in %s claims, %s attempts (%.0f/s: %s) over %s "
+            "new connections; ended: %s. In flight %d of %d (peak %d), queued %d, held %d of %d; "
             "claims paused %.1f s for lack of room. Claim lag: %s. Due to sent: %s.%s",
             seconds,
             f"{period.claimed:,}",
             f"{period.claims:,}",
             f"{period.sent:,}",
             period.sent / seconds,
+            attempts or "none",
             f"{opened:,}",
             ended or "none",
             self.lanes.active,
@@ -425,6 +430,25 @@ class DeliveryEngine:
             period.send_lag.summary(),
             f" Bots whose share is cut: {cut}." if cut else "",
         )
+        self._report_failing(period, seconds)
+
+    def _report_failing(self, period: Period, seconds: float) -> None:
+        """A line per bot whose attempts failed, the most failing first."""
+        failing = sorted(period.failing.items(), key=lambda item: -item[1].kinds.total())
+        for bot_id, failures in failing[:FAILING_BOTS_REPORTED]:
+            logger.info(
+                "Deliveries to %s in %.0f s: %s",
+                bot_id,
+                seconds,
+                failures.summary(),
+                extra={"bot_id": bot_id},
+            )
+        if len(failing) > FAILING_BOTS_REPORTED:
+            logger.info(
+                "Deliveries to %d more bots failed in %.0f s",
+                len(failing) - FAILING_BOTS_REPORTED,
+                seconds,
+            )
 
     def _end_pause(self) -> None:
         if self.period.pause_started is not None:

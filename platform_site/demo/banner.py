@@ -24,9 +24,9 @@ def delivery_hint(demo: dict[str, Any], demo_json: Path) -> list[str]:
             "# set one on the bot in the Django admin to receive deliveries)",
         ]
     return [
-        f"# the demo bot's events are delivered to {url}: run the example bot there,",
-        f"# in another terminal: .venv/bin/python examples/echo_bot.py --demo {demo_json}",
-        "# (until it runs, deliveries fail and are retried). Create an event:",
+        f"# the demo bot's events are delivered to {url}, where `make run` starts the",
+        f"# example bot (examples/echo_bot.py --demo {demo_json}): it answers every",
+        "# text message a user sends. Create an event:",
     ]
 
 
@@ -38,7 +38,7 @@ def demo_banner(demo: dict[str, Any], demo_json: Path) -> str:
     admin = {"Authorization": f"Bearer {token}", "x-workspace-id": demo["workspaceId"]}
     lines = [
         "",
-        "Bot platform is starting (web, worker and beat). Ctrl-C stops all three.",
+        "Bot platform is starting (web, worker, beat and the demo bot). Ctrl-C stops them all.",
         "",
         f"  API:          {base}",
         f"  API docs:     {base}/docs   (OpenAPI document: {base}/v1/openapi.json)",
@@ -72,7 +72,7 @@ def demo_banner(demo: dict[str, Any], demo_json: Path) -> str:
         "# cancel a scheduled event: DELETE /v1/chat/events/scheduled/<event id>",
         "# read a file's passages",
         curl("GET", f"{base}/v1/files/{demo['fileId']}/passages?limit=3", runtime),
-        "# send a chat message as an end user",
+        '# send a chat message as an end user: the demo bot answers "You said: Hello bot"',
         curl(
             "POST",
             f"{chat}/{demo['webhookId']}/messages",
