@@ -79,8 +79,18 @@ def message_deleted_stream_json(message: Message) -> dict[str, Any]:
 
 
 def participant_stream_json(*, conversation: Conversation, user: User) -> dict[str, Any]:
-    """`participant_added` and `participant_removed`."""
+    """`participant_removed`, as both official chat clients read it."""
     return {"conversationId": conversation.chat_id, "participantId": user.chat_id}
+
+
+def participant_added_stream_json(*, conversation: Conversation, user: User) -> dict[str, Any]:
+    """`participant_added`: @botpress/chat reads `participantId`, the
+    official webchat the user itself as `participant`; each ignores the
+    other's field."""
+    return {
+        **participant_stream_json(conversation=conversation, user=user),
+        "participant": user_chat_json(user),
+    }
 
 
 def chat_event_stream_json(event: Event) -> dict[str, Any]:

@@ -133,15 +133,15 @@ def test_an_added_participant_once(connection, alice, conversation, bus, committ
         )
 
     assert committed(add).status_code == 201
-    assert bus.sent == [
-        (
-            conversation_channel(conversation.id),
-            {
-                "type": "participant_added",
-                "data": {"conversationId": "room/1", "participantId": "carol"},
-            },
-        )
-    ]
+    [(channel, said)] = bus.sent
+    assert channel == conversation_channel(conversation.id)
+    # participantId for @botpress/chat, participant for the official webchat.
+    assert said["type"] == "participant_added"
+    assert said["data"] == {
+        "conversationId": "room/1",
+        "participantId": "carol",
+        "participant": {"id": "carol", **timestamps(said["data"]["participant"])},
+    }
     bus.sent.clear()
     # Adding someone already there changes nothing, so nothing is said.
     assert committed(add).status_code == 200
@@ -262,3 +262,10 @@ def test_nothing_for_a_message_whose_transaction_rolls_back(
             )
             raise RuntimeError("the surrounding work failed")
     assert bus.sent == []
+
+
+def timestamps(user: dict[str, Any]) -> dict[str, str]:
+    """A user's createdAt and updatedAt, checked to be the API's timestamps."""
+    stamps = {name: user[name] for name in ("createdAt", "updatedAt")}
+    assert all(stamp.endswith("Z") and len(stamp) == 24 for stamp in stamps.values()), stamps
+    return stamps

@@ -8,7 +8,7 @@ from bots.models import Conversation, Participant, User
 from bots.selectors.references import user_reference_get
 from chat.event_types import PARTICIPANT_ADDED, PARTICIPANT_REMOVED
 from chat.live.publish import stream_publish
-from chat.presenters import participant_stream_json
+from chat.presenters import participant_added_stream_json, participant_stream_json
 from chat.selectors.participants import chat_participant_get, not_taking_part
 from chat.selectors.users import chat_user_find
 from chat.services.conversations import owner_only
@@ -51,7 +51,7 @@ def participant_add(*, conversation: Conversation, user: User) -> bool:
         stream_publish(
             conversation_id=conversation.id,
             type=PARTICIPANT_ADDED,
-            data=participant_stream_json(conversation=conversation, user=user),
+            data=participant_added_stream_json(conversation=conversation, user=user),
         )
     return added
 
