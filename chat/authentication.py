@@ -1,3 +1,4 @@
+import hmac
 from typing import Any
 
 from rest_framework.exceptions import AuthenticationFailed
@@ -6,10 +7,11 @@ from rest_framework.request import Request
 from chat.credentials import chat_user_for_key
 from chat.keys import InvalidUserKey, user_key_read
 from chat.models import ChatConnection
-from chat.principals import ChatPrincipal, SignedKeyHolder, chat_connection
+from chat.principals import ChatAdmin, ChatPrincipal, SignedKeyHolder, chat_connection
 from platform_site.api.authentication import HeaderAuthentication
 
 USER_KEY_CHALLENGE = 'UserKey header="x-user-key"'
+ADMIN_SECRET_CHALLENGE = 'AdminSecret header="x-admin-secret"'
 
 
 def _signed_key(request: Request) -> tuple[ChatConnection, str] | None:
@@ -54,3 +56,20 @@ class SignedUserKeyAuthentication(HeaderAuthentication):
             return None
         connection, chat_user_id = signed
         return None, SignedKeyHolder(connection=connection, chat_user_id=chat_user_id)
+
+
+class AdminSecretAuthentication(HeaderAuthentication):
+    """`x-admin-secret`: the connection's encryption key, as the official
+    webchat sends it to have user keys made (POST users/key). Compared in
+    constant time."""
+
+    www_authenticate = ADMIN_SECRET_CHALLENGE
+
+    def authenticate(self, request: Request) -> tuple[Any, ChatAdmin] | None:
+        secret = request.headers.get("x-admin-secret")
+        if secret is None:
+            return None
+        connection = chat_connection(request)
+        if not hmac.compare_digest(secret.encode(), connection.encryption_key.encode()):
+            raise AuthenticationFailed("The admin secret is not this chat's")
+        return None, ChatAdmin(connection=connection)

@@ -2,6 +2,7 @@
 the chat connection's encryption key."""
 
 import re
+from datetime import datetime
 from typing import Any
 
 import jwt
@@ -22,8 +23,14 @@ def is_chat_id(value: object) -> bool:
     return isinstance(value, str) and CHAT_ID_RE.fullmatch(value) is not None
 
 
-def user_key_issue(*, connection: ChatConnection, chat_user_id: str) -> str:
-    return jwt.encode({"id": chat_user_id}, connection.encryption_key, algorithm="HS256")
+def user_key_issue(
+    *, connection: ChatConnection, chat_user_id: str, expires_at: datetime | None = None
+) -> str:
+    """A key for the user; with `expires_at`, one refused from then on (`exp`)."""
+    claims: dict[str, Any] = {"id": chat_user_id}
+    if expires_at is not None:
+        claims["exp"] = expires_at
+    return jwt.encode(claims, connection.encryption_key, algorithm="HS256")
 
 
 def user_key_read(*, connection: ChatConnection, key: str) -> str:

@@ -5,13 +5,18 @@ from rest_framework.request import Request
 
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.models import UserKeyMode
-from chat.principals import ChatPrincipal, SignedKeyHolder, chat_connection
+from chat.principals import ChatAdmin, ChatPrincipal, SignedKeyHolder, chat_connection
 from platform_site.api.errors import Unauthorized
 
 
 class IsChatUser(BasePermission):
     def has_permission(self, request: Request, view: Any) -> bool:
         return isinstance(request.auth, ChatPrincipal)
+
+
+class IsChatAdmin(BasePermission):
+    def has_permission(self, request: Request, view: Any) -> bool:
+        return isinstance(request.auth, ChatAdmin)
 
 
 class HoldsSignedKey(BasePermission):

@@ -34,6 +34,18 @@ class SignedKeyHolder:
         return f"chat:{self.connection.webhook_id}:{self.chat_user_id}"
 
 
+@dataclass(frozen=True)
+class ChatAdmin:
+    """The holder of the connection's admin secret (`x-admin-secret`): its
+    encryption key, with which they could sign any user's key themselves."""
+
+    connection: ChatConnection
+
+    @property
+    def idempotency_scope(self) -> str:
+        return f"chat-admin:{self.connection.webhook_id}"
+
+
 def chat_connection(request: Request) -> ChatConnection:
     """The connection the URL names (ChatViewSet finds it before anything else)."""
     connection = getattr(request, "chat_connection", None)
@@ -56,6 +68,14 @@ def chat_principal(request: Request) -> ChatPrincipal:
     if not isinstance(principal, ChatPrincipal):
         raise TypeError("the view is not guarded by UserKeyAuthentication")
     return principal
+
+
+def chat_admin(request: Request) -> ChatAdmin:
+    """The caller of a view guarded by AdminSecretAuthentication and IsChatAdmin."""
+    admin = request.auth
+    if not isinstance(admin, ChatAdmin):
+        raise TypeError("the view is not guarded by AdminSecretAuthentication")
+    return admin
 
 
 def signed_key_holder(request: Request) -> SignedKeyHolder:

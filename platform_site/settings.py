@@ -311,7 +311,16 @@ SPECTACULAR_SETTINGS = {
 # Browsers call the chat interface from any origin; nothing else is cross-origin.
 CORS_URLS_REGEX = r"^/chat/.*$"
 CORS_ALLOW_ALL_ORIGINS = True
-CORS_ALLOW_HEADERS = ["x-user-key", "content-type", "idempotency-key", "x-request-id"]
+# The official webchat sends `timeout` with its streams' requests and
+# `x-admin-secret` to have user keys made (`users/key`).
+CORS_ALLOW_HEADERS = [
+    "x-user-key",
+    "content-type",
+    "idempotency-key",
+    "x-request-id",
+    "timeout",
+    "x-admin-secret",
+]
 # A browser client may read where it stands against its rate limits, and the
 # id its request is logged under.
 CORS_EXPOSE_HEADERS = [

@@ -1,8 +1,11 @@
 """Request bodies of the chat interface (closed: an unknown field is a 400)."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.validators import RegexValidator
+from django.utils import timezone
+from rest_framework import serializers
 
 from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
 from chat.message_payloads import MessagePayloadField
@@ -11,6 +14,7 @@ from platform_site.api.fields import (
     JSONObjectField,
     ReferenceField,
     StrictCharField,
+    StrictIntegerField,
 )
 from platform_site.api.serializers import ClosedSerializer
 
@@ -67,3 +71,25 @@ class ChatMessageCreateSerializer(ClosedSerializer):
 class ChatEventCreateSerializer(ClosedSerializer):
     payload = JSONObjectField()
     conversationId = chat_id_reference()
+
+
+# The last millisecond of year 9999: what a timestamp can say.
+_LAST_MILLISECOND = 253_402_300_799_999
+
+
+class UserKeySerializer(ClosedSerializer):
+    """POST users/key, as the official webchat's generateUserKey sends it."""
+
+    id = chat_id_field()
+    expiresAt = StrictIntegerField(
+        required=False,
+        min_value=1,
+        max_value=_LAST_MILLISECOND,
+        help_text="When the key stops being accepted, in milliseconds since the epoch.",
+    )
+
+    def validate_expiresAt(self, value: int) -> datetime:  # noqa: N802 - DRF's naming
+        expires_at = datetime.fromtimestamp(value / 1000, UTC)
+        if expires_at <= timezone.now():
+            raise serializers.ValidationError("Must be in the future.")
+        return expires_at

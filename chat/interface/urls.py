@@ -8,7 +8,7 @@ of conversation `a/b` are at `conversations/a/b/messages`. The live stream's
 
 from django.urls import path, re_path
 
-from chat.authentication import SignedUserKeyAuthentication
+from chat.authentication import AdminSecretAuthentication, SignedUserKeyAuthentication
 from chat.interface.views.base import HelloViewSet
 from chat.interface.views.chat_events import ChatEventViewSet
 from chat.interface.views.conversations import ConversationViewSet
@@ -42,6 +42,12 @@ urlpatterns = [
             {"post": "get_or_create"}, authentication_classes=[SignedUserKeyAuthentication]
         ),
         name="chat-user-get-or-create",
+    ),
+    # The admin secret has keys made: the official webchat's generateUserKey.
+    path(
+        "users/key",
+        UserViewSet.as_view({"post": "key"}, authentication_classes=[AdminSecretAuthentication]),
+        name="chat-user-key",
     ),
     path(
         "conversations",

@@ -8,11 +8,22 @@ from rest_framework.response import Response
 from bots.idempotency import idempotent_create
 from bots.models import User
 from chat.authentication import USER_KEY_CHALLENGE
-from chat.interface.serializers import UserCreateSerializer, UserProfileSerializer
+from chat.interface.serializers import (
+    UserCreateSerializer,
+    UserKeySerializer,
+    UserProfileSerializer,
+)
 from chat.interface.views.base import ChatViewSet
-from chat.permissions import HoldsSignedKey, IsChatUser, IssuesUserKeys
+from chat.keys import user_key_issue
+from chat.permissions import HoldsSignedKey, IsChatAdmin, IsChatUser, IssuesUserKeys
 from chat.presenters import user_chat_json
-from chat.principals import chat_client_scope, chat_connection, chat_principal, signed_key_holder
+from chat.principals import (
+    chat_admin,
+    chat_client_scope,
+    chat_connection,
+    chat_principal,
+    signed_key_holder,
+)
 from chat.selectors.users import chat_user_profile
 from chat.services.users import (
     chat_user_create,
@@ -41,10 +52,11 @@ def _key_user_profile(request: Request) -> User:
 
 
 class UserViewSet(ChatViewSet):
-    """The key's user. Two routes take other credentials than a user key
+    """The key's user. Three routes take other credentials than a user key
     (chat/interface/urls.py names their authenticators): `create`, where a
-    client without a key gets one, and `get_or_create`, whose key may name a
-    user who does not exist yet."""
+    client without a key gets one, `get_or_create`, whose key may name a
+    user who does not exist yet, and `key`, where the holder of the admin
+    secret has a key made for any user id."""
 
     permissions_by_action = {
         "create": [IssuesUserKeys],
@@ -52,6 +64,7 @@ class UserViewSet(ChatViewSet):
         "update_me": [IsChatUser],
         "delete_me": [IsChatUser],
         "get_or_create": [HoldsSignedKey],
+        "key": [IsChatAdmin],
     }
 
     @extend_schema(
@@ -120,3 +133,24 @@ class UserViewSet(ChatViewSet):
             **_profile(serializer.validated_data),
         )
         return Response({"user": user_chat_json(user)}, status=201 if created else 200)
+
+    @extend_schema(
+        summary="Make a user's key (the official webchat's generateUserKey)",
+        description=(
+            "Needs `x-admin-secret`: the chat's encryption key, which signs user keys. "
+            "The user need not exist yet (POST users/get-or-create makes it)."
+        ),
+        operation_id="chatGenerateUserKey",
+        request=UserKeySerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def key(self, request: Request, webhook_id: str) -> Response:
+        serializer = UserKeySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        key = user_key_issue(
+            connection=chat_admin(request).connection,
+            chat_user_id=data["id"],
+            expires_at=data.get("expiresAt"),
+        )
+        return Response({"key": key})

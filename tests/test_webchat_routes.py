@@ -1,0 +1,121 @@
+"""The routes the official webchat (@botpress/webchat over
+@botpress/webchat-client) calls under {chat_url}/{clientId}/ beyond what
+@botpress/chat calls: users/key with the admin secret, the request headers it
+sends across origins."""
+
+import time
+from typing import Any
+
+import jwt
+import pytest
+from rest_framework.test import APIClient
+
+from chat.models import ChatConnection
+from tests.conftest import assert_error
+from tests.factories import ChatConnectionFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def connection(bot) -> ChatConnection:
+    return ChatConnectionFactory(bot=bot)
+
+
+def base(connection: ChatConnection) -> str:
+    return f"/chat/{connection.webhook_id}"
+
+
+def admin(connection: ChatConnection) -> APIClient:
+    return APIClient(HTTP_X_ADMIN_SECRET=connection.encryption_key)
+
+
+# --- POST users/key -------------------------------------------------------------------
+
+
+def test_the_admin_secret_has_a_key_made_that_the_chat_accepts(connection):
+    UserFactory(bot=connection.bot, chat_id="visitor-7", name="Ada")
+    response = admin(connection).post(
+        f"{base(connection)}/users/key", {"id": "visitor-7"}, format="json"
+    )
+    assert response.status_code == 200, response.content
+    [key] = response.json().values()
+    assert jwt.decode(key, connection.encryption_key, algorithms=["HS256"]) == {"id": "visitor-7"}
+    me = APIClient(HTTP_X_USER_KEY=key).get(f"{base(connection)}/users/me")
+    assert me.status_code == 200, me.content
+    assert me.json()["user"]["name"] == "Ada"
+
+
+def test_a_key_made_with_an_expiry_is_refused_once_it_passed(connection):
+    UserFactory(bot=connection.bot, chat_id="visitor-7")
+    soon = int(time.time() * 1000) + 60_000
+    response = admin(connection).post(
+        f"{base(connection)}/users/key", {"id": "visitor-7", "expiresAt": soon}, format="json"
+    )
+    key = response.json()["key"]
+    claims = jwt.decode(key, connection.encryption_key, algorithms=["HS256"])
+    assert claims == {"id": "visitor-7", "exp": soon // 1000}
+    expired = jwt.encode(
+        {"id": "visitor-7", "exp": int(time.time()) - 1}, connection.encryption_key, "HS256"
+    )
+    refused = APIClient(HTTP_X_USER_KEY=expired).get(f"{base(connection)}/users/me")
+    assert_error(refused, 401, "Unauthorized")
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "kind"),
+    [
+        ({}, 401, "Unauthorized"),
+        ({"HTTP_X_ADMIN_SECRET": "not-the-secret"}, 401, "Unauthorized"),
+    ],
+)
+def test_users_key_needs_the_chat_s_admin_secret(connection, headers, status, kind):
+    response = APIClient(**headers).post(
+        f"{base(connection)}/users/key", {"id": "visitor-7"}, format="json"
+    )
+    assert_error(response, status, kind)
+    assert response.headers["WWW-Authenticate"] == 'AdminSecret header="x-admin-secret"'
+
+
+def test_another_chat_s_secret_is_not_this_chat_s(connection, bot):
+    other = ChatConnectionFactory(bot=bot)
+    response = admin(other).post(
+        f"{base(connection)}/users/key", {"id": "visitor-7"}, format="json"
+    )
+    assert_error(response, 401, "Unauthorized")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"id": "no spaces"},
+        {"id": "visitor-7", "expiresAt": "tomorrow"},
+        {"id": "visitor-7", "expiresAt": 1000},  # 1970: already past
+        {"id": "visitor-7", "expiresAt": 10**16},
+        {"id": "visitor-7", "extra": True},
+    ],
+)
+def test_a_users_key_body_that_breaks_the_rules_is_400(connection, body: dict[str, Any]):
+    response = admin(connection).post(f"{base(connection)}/users/key", body, format="json")
+    assert_error(response, 400, "InvalidPayload")
+
+
+def test_users_key_of_an_unknown_chat_is_404(connection):
+    response = admin(connection).post("/chat/nope/users/key", {"id": "visitor-7"}, format="json")
+    assert_error(response, 404, "ResourceNotFound")
+
+
+# --- across origins -------------------------------------------------------------------
+
+
+def test_a_browser_may_send_the_webchat_s_headers_from_any_origin(connection):
+    response = APIClient().options(
+        f"{base(connection)}/initialize",
+        HTTP_ORIGIN="https://shop.example",
+        HTTP_ACCESS_CONTROL_REQUEST_METHOD="GET",
+        HTTP_ACCESS_CONTROL_REQUEST_HEADERS="x-user-key,timeout,x-admin-secret",
+    )
+    assert response.status_code in (200, 204), response.content
+    allowed = {h.strip() for h in response.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"x-user-key", "timeout", "x-admin-secret"} <= allowed
