@@ -11,7 +11,7 @@ DATA_DIR ?= var
 export DATA_DIR
 export PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 
-.PHONY: run test test-clients test-schema setup lint check bench clean
+.PHONY: run test test-clients test-schema setup lint check bench clean webchat
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,12 @@ lint: setup
 	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
 check: lint test
+
+# The Botpress webchat bundled into platform_site/static/webchat/ (committed:
+# the service serves it without Node). Needs Node 20 and npm; the same lock
+# gives byte-identical files, which .ci/webchat-bundle checks.
+webchat:
+	cd webchat && npm ci --no-audit --no-fund && node build.mjs
 
 bench: setup
 	bash bench/run_all.sh

@@ -59,3 +59,11 @@ def test_the_banner_links_the_api_docs(tmp_path):
     assert docs_url == f"{settings.PUBLIC_BASE_URL}/docs"
     for url in (docs_url, openapi_url):
         assert APIClient().get(urlsplit(url).path).status_code == 200, url
+
+
+def test_the_banner_links_the_demo_bot_s_webchat_page(tmp_path):
+    [line] = [line for line in banner_lines(tmp_path) if "Webchat:" in line]
+    url = next(word for word in line.split() if word.startswith("http"))
+    response = APIClient().get(urlsplit(url).path)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")

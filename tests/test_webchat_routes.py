@@ -1,20 +1,26 @@
 """The routes the official webchat (@botpress/webchat over
 @botpress/webchat-client) calls under {chat_url}/{clientId}/ beyond what
 @botpress/chat calls: users/key with the admin secret, the request headers it
-sends across origins."""
+sends across origins, and the page that runs it for a bot's end users."""
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
+from django.contrib.staticfiles import finders
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from chat.models import ChatConnection
 from tests.conftest import assert_error
-from tests.factories import ChatConnectionFactory, UserFactory
+from tests.factories import AccountFactory, ChatConnectionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
+
+STATIC = Path(__file__).resolve().parent.parent / "platform_site" / "static" / "webchat"
 
 
 @pytest.fixture
@@ -119,3 +125,54 @@ def test_a_browser_may_send_the_webchat_s_headers_from_any_origin(connection):
     assert response.status_code in (200, 204), response.content
     allowed = {h.strip() for h in response.headers["Access-Control-Allow-Headers"].split(",")}
     assert {"x-user-key", "timeout", "x-admin-secret"} <= allowed
+
+
+# --- the page: {chat_url}/{webhookId}/webchat -----------------------------------------
+
+
+def page_config(html: str) -> dict[str, Any]:
+    start = html.index('<script id="webchat-config" type="application/json">')
+    body = html[html.index(">", start) + 1 : html.index("</script>", start)]
+    return json.loads(body)
+
+
+def test_the_webchat_page_runs_the_bundled_webchat_against_this_chat(connection, settings):
+    response = APIClient().get(f"{base(connection)}/webchat")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert page_config(html) == {
+        "apiUrl": settings.CHAT_URL,
+        "clientId": connection.webhook_id,
+        "botName": connection.bot.name,
+    }
+    assert "/static/webchat/webchat.js" in html and "/static/webchat/webchat.css" in html
+    # It loads nothing from another site: scripts only from here.
+    policy = dict(
+        directive.strip().split(" ", 1)
+        for directive in response["Content-Security-Policy"].split(";")
+    )
+    assert policy["default-src"] == "'none'"
+    assert policy["script-src"] == "'self'"
+
+
+def test_the_webchat_page_of_an_unknown_chat_is_404(connection):
+    assert_error(APIClient().get("/chat/nope/webchat"), 404, "ResourceNotFound")
+
+
+def test_the_webchat_page_is_read_only(connection):
+    response = APIClient().post(f"{base(connection)}/webchat")
+    assert_error(response, 405, "MethodNotFound")
+    assert response["Allow"] == "GET, HEAD"
+
+
+def test_the_bundle_the_page_loads_is_served(connection):
+    for name in ("webchat.js", "webchat.css"):
+        assert (STATIC / name).stat().st_size > 10_000, name
+    assert finders.find("webchat/webchat.js")
+
+
+def test_the_bot_s_admin_page_links_its_webchat_pages(connection, client):
+    client.force_login(AccountFactory(is_staff=True, is_superuser=True))
+    response = client.get(reverse("admin:bots_bot_change", args=[connection.bot_id]))
+    assert response.status_code == 200
+    assert f'href="/chat/{connection.webhook_id}/webchat"' in response.content.decode()

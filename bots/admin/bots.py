@@ -63,6 +63,7 @@ _SHOWN_ONCE_MADE = (
     "previous_signing_secret_expires_at",
     "created_at",
     "updated_at",
+    "webchat_pages",
     "recent_events",
 )
 
@@ -125,6 +126,20 @@ class BotAdmin(WorkspaceScoped, admin.ModelAdmin):
         actor = actor_of(request)
         for bot in queryset.select_related("workspace"):
             bot_delete(bot=bot, actor=actor)
+
+    @admin.display(description="webchat pages")
+    def webchat_pages(self, bot: Bot) -> SafeString:
+        """Where the bot's end users talk to it: the official webchat, one
+        page per chat connection."""
+        webhook_ids = bot.chat_connections.order_by("created_at").values_list(
+            "webhook_id", flat=True
+        )
+        links = format_html_join(
+            "<br>",
+            '<a href="{}" target="_blank" rel="noopener">{}</a>',
+            ((reverse("chat-webchat", args=[webhook_id]),) * 2 for webhook_id in webhook_ids),
+        )
+        return links or format_html("{}", "none: the bot has no chat connection")
 
     @admin.display(description=f"recent events (newest {RECENT_EVENTS})")
     def recent_events(self, bot: Bot) -> SafeString:

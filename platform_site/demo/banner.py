@@ -43,6 +43,7 @@ def demo_banner(demo: dict[str, Any], demo_json: Path) -> str:
         f"  API:          {base}",
         f"  API docs:     {base}/docs   (OpenAPI document: {base}/v1/openapi.json)",
         f"  Chat:         {chat}",
+        f"  Webchat:      {chat}/{demo['webhookId']}/webchat   (the demo bot's page for end users)",
         f"  Metrics:      {base}/metrics   (Prometheus; from this machine only)",
         f"  Django admin: {demo['adminUrl']}   (its home page: the dashboard)",
         f"                user {demo['admin']['username']}",
