@@ -55,6 +55,19 @@ class SignedUserKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
+class AdminSecretScheme(OpenApiAuthenticationExtension):
+    target_class = "chat.authentication.AdminSecretAuthentication"
+    name = "adminSecret"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "x-admin-secret",
+            "description": "The chat connection's encryption key, which signs user keys",
+        }
+
+
 CHAT_ID_SCHEMA = {
     "type": "string",
     "pattern": f"^[A-Za-z0-9_/-]{{1,{CHAT_ID_MAX_LENGTH}}}$",
@@ -170,6 +183,7 @@ def _live_event_schema() -> dict[str, Any]:
             "type": {
                 "enum": [
                     "ping",
+                    "init",
                     MESSAGE_CREATED,
                     MESSAGE_UPDATED,
                     MESSAGE_DELETED,
@@ -189,6 +203,18 @@ def add_live_stream(result: dict[str, Any], generator: Any, **kwargs: Any) -> di
     (a POSTPROCESSING_HOOKS entry)."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas["LiveEvent"] = _live_event_schema()
+    schemas["LiveEventMessage"] = {
+        "type": "object",
+        "required": ["data", "event"],
+        "properties": {
+            "event": {"const": "message"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": "#/components/schemas/LiveEvent"},
+            },
+        },
+    }
     error_body = {"$ref": "#/components/schemas/ErrorBody"}
     parameters = [
         {
@@ -223,18 +249,7 @@ def add_live_stream(result: dict[str, Any], generator: Any, **kwargs: Any) -> di
                     "description": "The live stream",
                     "content": {
                         "text/event-stream": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["data", "event"],
-                                "properties": {
-                                    "event": {"const": "message"},
-                                    "data": {
-                                        "type": "string",
-                                        "contentMediaType": "application/json",
-                                        "contentSchema": {"$ref": "#/components/schemas/LiveEvent"},
-                                    },
-                                },
-                            }
+                            "schema": {"$ref": "#/components/schemas/LiveEventMessage"}
                         }
                     },
                 },
@@ -245,4 +260,47 @@ def add_live_stream(result: dict[str, Any], generator: Any, **kwargs: Any) -> di
             },
         }
     }
+    result["paths"]["/chat/{webhook_id}/initialize"] = _initialize_path(parameters[:1], error_body)
     return result
+
+
+def _initialize_path(parameters: list[dict[str, Any]], error_body: dict[str, Any]) -> Any:
+    """GET {chat}/{webhookId}/initialize: the official webchat's start
+    (chat.live.initialize), an async Django view like the live stream."""
+    conversation = {
+        "in": "query",
+        "name": "conversationId",
+        "required": False,
+        "description": "The conversation to resume; without it, one is made",
+        "schema": dict(CHAT_ID_SCHEMA),
+    }
+    return {
+        "get": {
+            "operationId": "chatInitialize",
+            "summary": "Start the official webchat: its user, conversation and live stream",
+            "description": (
+                "Without `x-user-key` a user is made (as POST users makes one), without"
+                " `conversationId` a conversation owned by the user. The answer is the"
+                " conversation's live stream (as `.../listen`), whose first event is"
+                " `init`: `{conversation, messages (newest first), participants, user}`,"
+                " the user with its `userKey`."
+            ),
+            "tags": ["chat"],
+            "security": [{"userKey": []}, {}],
+            "parameters": [*parameters, conversation],
+            "responses": {
+                "200": {
+                    "description": "The live stream, `init` first",
+                    "content": {
+                        "text/event-stream": {
+                            "schema": {"$ref": "#/components/schemas/LiveEventMessage"}
+                        }
+                    },
+                },
+                **{
+                    str(status): error_response(status, error_body)
+                    for status in (400, 401, 403, 404, 429, 503)
+                },
+            },
+        }
+    }

@@ -1,6 +1,7 @@
 """The ASGI application: the whole API, and the only server of the live
-stream (GET /chat/{webhookId}/conversations/{id}/listen), whose async view
-holds thousands of idle listeners in one process. `make run` and the
+stream (GET /chat/{webhookId}/conversations/{id}/listen, and the official
+webchat's GET /chat/{clientId}/initialize), whose async views
+hold thousands of idle listeners in one process. `make run` and the
 production recipe serve it with uvicorn (platform_site/serve.py), one process
 per core. Requests with a body small enough to hold go through Django's WSGI
 handler on a few threads (platform_site/wsgi_bridge.py); the stream,
@@ -120,9 +121,10 @@ views_application = WsgiBridge(get_wsgi_application())
 
 
 def _is_listen(path: str) -> bool:
-    # Wider than the route (chat/live/urls.py): anything else it takes in is
-    # served as usual, only on a shared thread.
-    return path.startswith("/chat/") and path.endswith("/listen")
+    """A live stream: a conversation's (`…/listen`) or the official
+    webchat's (`…/initialize`). Wider than the routes (chat/live/urls.py):
+    anything else it takes in is served as usual, only on a shared thread."""
+    return path.startswith("/chat/") and path.endswith(("/listen", "/initialize"))
 
 
 def _bridged(scope: Scope) -> bool:

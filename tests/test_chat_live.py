@@ -99,6 +99,7 @@ class Exchange:
         self.server = server
         self.sent: queue.Queue[dict[str, Any]] = queue.Queue()
         self.ended = False
+        path, _, query = path.partition("?")
         scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -107,7 +108,7 @@ class Exchange:
             "scheme": "http",
             "path": path,
             "raw_path": path.encode(),
-            "query_string": b"",
+            "query_string": query.encode(),
             "root_path": "",
             "headers": [(name.lower().encode(), value.encode()) for name, value in headers.items()],
             "client": ("127.0.0.1", 50000),

@@ -52,9 +52,9 @@ async def listener_admit(
                 f"Method {method!r} not allowed on the live stream: use GET",
                 headers={"Allow": "GET"},
             )
-        user = await _key_user(chat=chat, key=key)
+        user = await sync_to_async(key_user)(chat=chat, key=key)
         # Counted where the other chat routes count: once the key is known good.
-        rate_limit = await sync_to_async(_rate_limit_hit)(
+        rate_limit = await sync_to_async(rate_limit_check)(
             bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
         )
         if not is_chat_id(conversation_chat_id):
@@ -80,7 +80,7 @@ async def listener_admit(
         await sync_to_async(database_release)()
 
 
-def _rate_limit_hit(*, bot_id: str, remote_addr: str, chat_user_id: str) -> Decision | None:
+def rate_limit_check(*, bot_id: str, remote_addr: str, chat_user_id: str | None) -> Decision | None:
     decision = rate_limit_hit(
         chat_policies(bot_id=bot_id, remote_addr=remote_addr, chat_user_id=chat_user_id)
     )
@@ -89,7 +89,9 @@ def _rate_limit_hit(*, bot_id: str, remote_addr: str, chat_user_id: str) -> Deci
     return decision
 
 
-async def _key_user(*, chat: ChatConnection, key: str | None) -> User:
+def key_user(*, chat: ChatConnection, key: str | None) -> User:
+    """The user an `x-user-key` names, or the 401 that refuses it."""
+
     def refused(message: str) -> Unauthorized:
         return Unauthorized(message, headers={"WWW-Authenticate": USER_KEY_CHALLENGE})
 
@@ -100,9 +102,9 @@ async def _key_user(*, chat: ChatConnection, key: str | None) -> User:
     except InvalidUserKey as exc:
         raise refused(str(exc)) from None
     user = (
-        await User.objects.filter(bot_id=chat.bot_id, chat_id=chat_user_id)
-        .only("id", "chat_id")
-        .afirst()
+        User.objects.filter(bot_id=chat.bot_id, chat_id=chat_user_id)
+        .only("id", "chat_id", "bot_id")
+        .first()
     )
     if user is None:
         raise refused("The user key names a user that does not exist")

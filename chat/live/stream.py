@@ -37,16 +37,22 @@ def removes_listener(message: str, participant_id: str) -> bool:
 
 
 async def listener_stream(
-    *, subscription: Subscription, participant_id: str, workspace_id: str, heartbeat: float
+    *,
+    subscription: Subscription,
+    participant_id: str,
+    workspace_id: str,
+    heartbeat: float,
+    first: bytes = PING,
 ) -> AsyncIterator[bytes]:
-    """The stream of one listener, whose subscription is open: a ping first
-    (nothing published from then on is missed), then every message, and a ping
+    """The stream of one listener, whose subscription is open: `first` (a
+    ping, or the webchat's `init`; nothing published from then on is
+    missed), then every message, and a ping
     after `heartbeat` seconds of silence. It ends after the message that
     removes the listener, or when the listener fell too far behind; it lets go
     of the subscription however it ends (a client hanging up cancels it)."""
     metrics.live_listener_change(workspace_id=workspace_id, change=1)
     try:
-        yield PING
+        yield first
         while True:
             try:
                 async with asyncio.timeout(heartbeat):

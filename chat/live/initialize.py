@@ -1,0 +1,187 @@
+"""GET {chat_url}/{clientId}/initialize: how the official webchat starts.
+
+One request gives a browser its user (made, with a key, when it sends none),
+its conversation (made when it names none) and the live stream of that
+conversation, whose first message is `init`: the conversation, its newest
+messages, its participants and the user with its `userKey`. The stream is
+the live stream's (chat.live.stream), with its heartbeat, its limits and its
+listener accounting; the webchat reconnects with the key and conversation id
+`init` gave it.
+
+Checked in the order of the live stream: unknown chat 404, wrong method 405,
+key 401 (none: a chat whose operator signs keys makes no user, 401), rate
+limit 429, conversation id 400, unknown conversation 404, not a participant
+403."""
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.db.models import F
+from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from bots.models import Conversation, User
+from chat.authentication import USER_KEY_CHALLENGE
+from chat.live.access import Listener, key_user, rate_limit_check
+from chat.live.bus import conversation_channel, live_bus
+from chat.live.stream import listener_stream, sse_message
+from chat.models import ChatConnection, UserKeyMode
+from chat.presenters import conversation_chat_json, message_stream_json, user_chat_json
+from chat.selectors.conversations import chat_conversation_get
+from chat.selectors.messages import chat_messages_list
+from chat.selectors.participants import participants_list
+from chat.services.conversations import conversation_create
+from chat.services.users import chat_user_create
+from platform_site.api.database import database_release
+from platform_site.api.errors import (
+    APIError,
+    Internal,
+    MethodNotFound,
+    ResourceNotFound,
+    Unauthorized,
+)
+from platform_site.api.exception_handler import domain_error, error_response
+from platform_site.api.pagination import PageRequest
+from platform_site.api.rate_limit import rate_limit_headers
+from platform_site.domain_errors import DomainError
+
+logger = logging.getLogger("chat.live")
+
+INIT = "init"
+
+
+@dataclass(frozen=True)
+class Start:
+    """Who the stream is for, and what they start with."""
+
+    listener: Listener
+    user: User
+    key: str
+    conversation: Conversation
+
+
+@csrf_exempt  # authenticated by a header, like the rest of the API
+async def webchat_initialize(request: HttpRequest, webhook_id: str) -> HttpResponseBase:
+    try:
+        start = await sync_to_async(webchat_start)(
+            webhook_id=webhook_id,
+            method=request.method or "",
+            key=request.headers.get("x-user-key"),
+            conversation_chat_id=request.GET.get("conversationId") or None,
+            remote_addr=request.META.get("REMOTE_ADDR", ""),
+        )
+        if not isinstance(request, ASGIRequest):
+            logger.error("webchat stream requested from a WSGI server: serve platform_site.asgi")
+            raise Internal("The webchat's stream is served by the ASGI application only")
+    except APIError as error:
+        return error_response(error)
+    except DomainError as refusal:
+        return error_response(domain_error(refusal))
+    listener = start.listener
+    # Subscribed before `init` is read: what is published meanwhile is in
+    # both, and the webchat keeps one of each message id.
+    subscription = await live_bus().subscribe(conversation_channel(listener.conversation_id)).open()
+    try:
+        init = await sync_to_async(webchat_init)(start)
+    except BaseException:
+        subscription.close()
+        raise
+    response = StreamingHttpResponse(
+        listener_stream(
+            subscription=subscription,
+            participant_id=listener.participant_id,
+            workspace_id=listener.workspace_id,
+            heartbeat=settings.LIVE_STREAM_HEARTBEAT,
+            first=sse_message(json.dumps({"type": INIT, "data": init}, separators=(",", ":"))),
+        ),
+        content_type="text/event-stream",
+    )
+    if listener.rate_limit is not None:
+        for name, value in rate_limit_headers(listener.rate_limit).items():
+            response[name] = value
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+def webchat_start(
+    *,
+    webhook_id: str,
+    method: str,
+    key: str | None,
+    conversation_chat_id: str | None,
+    remote_addr: str,
+) -> Start:
+    """The user and conversation a request starts with, made when it names
+    none, or the error that refuses it."""
+    try:
+        chat = (
+            ChatConnection.objects.filter(webhook_id=webhook_id)
+            .annotate(bot_workspace_id=F("bot__workspace_id"))
+            .first()
+        )
+        if chat is None:
+            raise ResourceNotFound(f"Chat {webhook_id!r} not found")
+        if method != "GET":
+            raise MethodNotFound(
+                f"Method {method!r} not allowed on initialize: use GET",
+                headers={"Allow": "GET"},
+            )
+        if key is None:
+            user, key = _new_user(chat=chat, remote_addr=remote_addr)
+            rate_limit = None
+        else:
+            user = key_user(chat=chat, key=key)
+            rate_limit = rate_limit_check(
+                bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
+            )
+        if conversation_chat_id is None:
+            conversation = conversation_create(creator=user)
+        else:
+            conversation = chat_conversation_get(user=user, chat_id=conversation_chat_id)
+        listener = Listener(
+            conversation_id=conversation.id,
+            participant_id=user.chat_id,
+            workspace_id=chat.bot_workspace_id,
+            rate_limit=rate_limit,
+        )
+        return Start(listener=listener, user=user, key=key, conversation=conversation)
+    finally:
+        # A stream outlives its lookups by hours: listeners hold no connection.
+        database_release()
+
+
+def _new_user(*, chat: ChatConnection, remote_addr: str) -> tuple[User, str]:
+    """A user made for a browser that has no key yet, as POST users makes
+    one: counted against the client's address first."""
+    if chat.user_key_mode == UserKeyMode.MANUAL:
+        raise Unauthorized(
+            "This chat does not issue user keys: its operator signs them. "
+            "Send the key you were given in the x-user-key header",
+            headers={"WWW-Authenticate": USER_KEY_CHALLENGE},
+        )
+    rate_limit_check(bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=None)
+    return chat_user_create(connection=chat)
+
+
+def webchat_init(start: Start) -> dict[str, Any]:
+    """The `init` message's data: the conversation, its newest messages
+    (newest first), its participants and the user with its key."""
+    try:
+        first_page = PageRequest(size=settings.PAGE_SIZE_DEFAULT, token=None)
+        messages = chat_messages_list(conversation=start.conversation, page=first_page)
+        participants = participants_list(conversation=start.conversation, page=first_page)
+        user = User.objects.get(pk=start.user.pk)
+        return {
+            "conversation": conversation_chat_json(start.conversation),
+            "messages": [message_stream_json(message) for message in messages.items],
+            "participants": [user_chat_json(p.user) for p in participants.items],
+            "user": {**user_chat_json(user), "userKey": start.key},
+        }
+    finally:
+        database_release()
