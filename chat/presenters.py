@@ -48,16 +48,22 @@ def message_chat_json(message: Message) -> dict[str, Any]:
     return body
 
 
-def chat_event_json(event: Event) -> dict[str, Any]:
-    """A custom event of a conversation (one with a conversation and a user)."""
-    if event.conversation is None or event.user is None:
+def chat_event_json(
+    event: Event, *, conversation: Conversation | None = None, user: User | None = None
+) -> dict[str, Any]:
+    """A custom event of a conversation's user: its own links, or the
+    conversation and user it was sent in when it is not linked to them
+    (the official webchat's bindConversation, bindUser)."""
+    conversation = event.conversation or conversation
+    user = event.user or user
+    if conversation is None or user is None:
         raise ValueError(f"event {event.id} is not an event of a conversation's user")
     return {
         "id": event.id,
         "createdAt": format_timestamp(event.created_at),
         "payload": event.payload,
-        "conversationId": event.conversation.chat_id,
-        "userId": event.user.chat_id,
+        "conversationId": conversation.chat_id,
+        "userId": user.chat_id,
     }
 
 

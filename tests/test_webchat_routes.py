@@ -15,8 +15,16 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from chat.models import ChatConnection
+from events.models import Event
 from tests.conftest import assert_error
-from tests.factories import AccountFactory, ChatConnectionFactory, UserFactory
+from tests.factories import (
+    AccountFactory,
+    ChatConnectionFactory,
+    ConversationFactory,
+    ParticipantFactory,
+    UserFactory,
+    user_key,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -176,3 +184,63 @@ def test_the_bot_s_admin_page_links_its_webchat_pages(connection, client):
     response = client.get(reverse("admin:bots_bot_change", args=[connection.bot_id]))
     assert response.status_code == 200
     assert f'href="/chat/{connection.webhook_id}/webchat"' in response.content.decode()
+
+
+# --- POST events with bindConversation / bindUser --------------------------------------
+
+
+@pytest.fixture
+def visitor(connection) -> tuple[APIClient, Any]:
+    """A user of the chat with its key, in a conversation of their own."""
+    user = UserFactory(bot=connection.bot, chat_id="visitor-7")
+    conversation = ConversationFactory(bot=connection.bot, chat_id="room-1", owner=user)
+    ParticipantFactory(conversation=conversation, user=user)
+    return APIClient(HTTP_X_USER_KEY=user_key(connection, user)), conversation
+
+
+def test_the_webchat_s_conversation_started_event_is_linked_by_default(connection, visitor):
+    client, conversation = visitor
+    body = {"conversationId": "room-1", "payload": {"type": "conversation_started", "data": {}}}
+    response = client.post(f"{base(connection)}/events", body, format="json")
+    assert response.status_code == 201, response.content
+    event = response.json()["event"]
+    assert (event["conversationId"], event["userId"]) == ("room-1", "visitor-7")
+    stored = Event.objects.get(id=event["id"])
+    assert (stored.conversation_id, stored.user.chat_id) == (conversation.id, "visitor-7")
+
+
+@pytest.mark.parametrize(
+    ("bindings", "linked"),
+    [
+        ({"bindConversation": False}, "user"),
+        ({"bindUser": False}, "conversation"),
+        ({"bindConversation": False, "bindUser": False}, None),
+    ],
+)
+def test_an_event_left_unbound_is_not_linked_to_its_conversation_or_user(
+    connection, visitor, bindings, linked
+):
+    client, _ = visitor
+    body = {"conversationId": "room-1", "payload": {"type": "custom", "data": {}}, **bindings}
+    response = client.post(f"{base(connection)}/events", body, format="json")
+    assert response.status_code == 201, response.content
+    event = response.json()["event"]
+    # The answer says where it was sent, as the webchat's type has it.
+    assert (event["conversationId"], event["userId"]) == ("room-1", "visitor-7")
+    stored = Event.objects.get(id=event["id"])
+    assert (stored.conversation_id is not None, stored.user_id is not None) == (
+        linked == "conversation",
+        linked == "user",
+    )
+    # Only an event of the conversation's user is the chat interface's to show.
+    read = client.get(f"{base(connection)}/events/{event['id']}")
+    assert_error(read, 404, "ResourceNotFound")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_a_binding_that_is_not_a_boolean_is_400(connection, visitor, value):
+    client, _ = visitor
+    body = {"conversationId": "room-1", "payload": {}, "bindUser": value}
+    response = client.post(f"{base(connection)}/events", body, format="json")
+    assert_error(response, 400, "InvalidPayload")
+    assert not Event.objects.exists()

@@ -13,6 +13,7 @@ from platform_site.api.fields import (
     HttpUrlField,
     JSONObjectField,
     ReferenceField,
+    StrictBooleanField,
     StrictCharField,
     StrictIntegerField,
 )
@@ -71,6 +72,9 @@ class ChatMessageCreateSerializer(ClosedSerializer):
 class ChatEventCreateSerializer(ClosedSerializer):
     payload = JSONObjectField()
     conversationId = chat_id_reference()
+    # What the official webchat sends: false leaves the event unlinked.
+    bindConversation = StrictBooleanField(required=False, default=True)
+    bindUser = StrictBooleanField(required=False, default=True)
 
 
 # The last millisecond of year 9999: what a timestamp can say.

@@ -28,12 +28,16 @@ class ChatEventViewSet(ChatViewSet):
         serializer = ChatEventCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        event = chat_event_create(
-            user=chat_principal(request).user,
+        user = chat_principal(request).user
+        event, conversation = chat_event_create(
+            user=user,
             conversation_chat_id=data["conversationId"],
             payload=data["payload"],
+            bind_conversation=data["bindConversation"],
+            bind_user=data["bindUser"],
         )
-        return Response({"event": chat_event_json(event)}, status=201)
+        body = chat_event_json(event, conversation=conversation, user=user)
+        return Response({"event": body}, status=201)
 
     @extend_schema(
         summary="Get a custom event of a conversation the key's user takes part in",
