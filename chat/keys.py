@@ -51,3 +51,15 @@ def user_key_read(*, connection: ChatConnection, key: str) -> str:
             f"{CHAT_ID_MAX_LENGTH} letters, digits, '_', '-' or '/'"
         )
     return chat_user_id
+
+
+def signed_object_read(*, connection: ChatConnection, token: str) -> dict[str, Any]:
+    """The claims of an HS256 JWT signed with the connection's key (the
+    official webchat's signed `userData`); InvalidUserKey when it is not."""
+    try:
+        claims: dict[str, Any] = jwt.decode(token, connection.encryption_key, algorithms=["HS256"])
+    except jwt.ExpiredSignatureError:
+        raise InvalidUserKey("The token has expired") from None
+    except jwt.InvalidTokenError:
+        raise InvalidUserKey("The token is malformed or not signed with this chat's key") from None
+    return claims

@@ -18,6 +18,8 @@ def user_chat_json(user: User) -> dict[str, Any]:
         body["pictureUrl"] = user.picture_url
     if user.profile:
         body["profile"] = user.profile
+    if user.data is not None:
+        body["data"] = user.data
     body["createdAt"] = format_timestamp(user.created_at)
     body["updatedAt"] = format_timestamp(user.updated_at)
     return body

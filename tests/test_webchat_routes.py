@@ -14,6 +14,7 @@ from django.contrib.staticfiles import finders
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from bots.models import User
 from chat.models import ChatConnection
 from events.models import Event
 from tests.conftest import assert_error
@@ -244,3 +245,62 @@ def test_a_binding_that_is_not_a_boolean_is_400(connection, visitor, value):
     response = client.post(f"{base(connection)}/events", body, format="json")
     assert_error(response, 400, "InvalidPayload")
     assert not Event.objects.exists()
+
+
+# --- PUT users/me with userData ------------------------------------------------------
+
+
+def test_user_data_is_stored_shown_and_cleared(connection, visitor):
+    client, _ = visitor
+    me = f"{base(connection)}/users/me"
+    data = {"plan": "pro", "cart": {"items": 3}}
+    response = client.put(me, {"userData": data, "name": "Ada"}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["user"]["data"] == data
+    assert client.get(me).json()["user"]["data"] == data
+    assert User.objects.get(bot=connection.bot, chat_id="visitor-7").data == data
+    # Another change leaves it; null clears it.
+    assert client.put(me, {"name": "Ada L."}, format="json").json()["user"]["data"] == data
+    cleared = client.put(me, {"userData": None}, format="json").json()["user"]
+    assert "data" not in cleared
+    assert User.objects.get(bot=connection.bot, chat_id="visitor-7").data is None
+
+
+def test_signed_user_data_is_read_with_the_chat_s_key(connection, visitor):
+    client, _ = visitor
+    token = jwt.encode({"plan": "pro"}, connection.encryption_key, algorithm="HS256")
+    response = client.put(f"{base(connection)}/users/me", {"userData": token}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["user"]["data"] == {"plan": "pro"}
+
+
+@pytest.mark.parametrize(
+    "user_data",
+    [
+        pytest.param([1, 2], id="a list"),
+        pytest.param(7, id="a number"),
+        pytest.param({"blob": "x" * 9000}, id="over 8 KiB"),
+        pytest.param(
+            jwt.encode({"plan": "pro"}, "another key of this chat, 32 bytes", algorithm="HS256"),
+            id="foreign",
+        ),
+        pytest.param("not a token", id="not a token"),
+        pytest.param(
+            jwt.encode({"b": "x" * 9000}, "k" * 32, algorithm="HS256"), id="big, unsigned"
+        ),
+    ],
+)
+def test_user_data_that_breaks_the_rules_is_400_and_changes_nothing(connection, visitor, user_data):
+    client, _ = visitor
+    body = {"name": "Changed", "userData": user_data}
+    response = client.put(f"{base(connection)}/users/me", body, format="json")
+    assert_error(response, 400, "InvalidPayload")
+    assert User.objects.get(bot=connection.bot, chat_id="visitor-7").name != "Changed"
+
+
+def test_signed_user_data_over_the_limit_is_400(connection, visitor):
+    client, _ = visitor
+    token = jwt.encode({"blob": "x" * 9000}, connection.encryption_key, algorithm="HS256")
+    response = client.put(f"{base(connection)}/users/me", {"userData": token}, format="json")
+    body = assert_error(response, 400, "InvalidPayload")
+    assert "8192 bytes" in body["message"]

@@ -26,6 +26,8 @@ class User(models.Model):
     # bot's integrations) and deprecated `attributes` hold them.
     properties = models.JSONField(default=dict, blank=True)
     attributes = models.JSONField(default=dict, blank=True)
+    # What the official webchat says of its user (`userData`), as it sent it.
+    data = models.JSONField(null=True, blank=True)
     integration = models.ForeignKey(
         IntegrationInstallation, on_delete=models.SET_NULL, null=True, blank=True
     )

@@ -1,10 +1,12 @@
 """Request bodies of the chat interface (closed: an unknown field is a 400)."""
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.validators import RegexValidator
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
@@ -39,12 +41,60 @@ def chat_id_reference() -> ReferenceField:
     )
 
 
+# The JSON of a user's `userData`, at most.
+USER_DATA_MAX_BYTES = 8 * 1024
+
+
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "object"}, {"type": "string"}],
+        "nullable": True,
+        "description": (
+            "What the official webchat says of its user: an object, or an HS256 JWT signed"
+            " with the chat's encryption key whose claims are the object; null clears it."
+            f" At most {USER_DATA_MAX_BYTES} bytes of JSON."
+        ),
+    }
+)
+class UserDataField(serializers.Field):
+    """An object, a signed token standing for one (checked against the
+    chat's key by the view, which knows the chat), or None to clear it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, allow_null=True, **kwargs)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any] | str:
+        if isinstance(data, str):
+            return data
+        if not isinstance(data, dict):
+            raise serializers.ValidationError("Must be an object or a signed token.")
+        return user_data_sized(data)
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+def user_data_sized(data: dict[str, Any]) -> dict[str, Any]:
+    size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > USER_DATA_MAX_BYTES:
+        raise serializers.ValidationError(
+            f"At most {USER_DATA_MAX_BYTES} bytes of JSON ({size} sent)."
+        )
+    return data
+
+
 class UserProfileSerializer(ClosedSerializer):
     """What a user says about themselves; an empty string clears a field."""
 
     name = StrictCharField(required=False, allow_blank=True, max_length=200)
     pictureUrl = HttpUrlField(required=False, allow_blank=True, max_length=2000)
     profile = StrictCharField(required=False, allow_blank=True, max_length=1000)
+
+
+class UserUpdateSerializer(UserProfileSerializer):
+    """PUT users/me: the profile, and the `userData` the official webchat sends."""
+
+    userData = UserDataField()
 
 
 class UserCreateSerializer(UserProfileSerializer):

@@ -95,20 +95,29 @@ def chat_user_get_or_create(
     return user, True
 
 
+# `data` not given, as opposed to given as None (which clears it).
+KEEP: Any = object()
+
+
 def chat_user_update(
     *,
     user: User,
     name: str | None = None,
     picture_url: str | None = None,
     profile: str | None = None,
+    data: dict[str, Any] | None = KEEP,
 ) -> User:
-    """Set the fields given (an empty string clears one); leave the others."""
-    return _user_save(user, {"name": name, "picture_url": picture_url, "profile": profile})
+    """Set the fields given (an empty string clears one, and `data` None);
+    leave the others."""
+    changes = {"name": name, "picture_url": picture_url, "profile": profile}
+    return _user_save(user, changes, data=data)
 
 
-def _user_save(user: User, changes: dict[str, Any]) -> User:
-    """Set and save the fields whose value is not None."""
+def _user_save(user: User, changes: dict[str, Any], **given: Any) -> User:
+    """Set and save the `changes` whose value is not None, and the fields
+    `given` whatever their value (None included) unless KEEP."""
     changed = {field: value for field, value in changes.items() if value is not None}
+    changed |= {field: value for field, value in given.items() if value is not KEEP}
     if changed:
         for field, value in changed.items():
             setattr(user, field, value)

@@ -2,6 +2,7 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -12,9 +13,12 @@ from chat.interface.serializers import (
     UserCreateSerializer,
     UserKeySerializer,
     UserProfileSerializer,
+    UserUpdateSerializer,
+    user_data_sized,
 )
 from chat.interface.views.base import ChatViewSet
-from chat.keys import user_key_issue
+from chat.keys import InvalidUserKey, signed_object_read, user_key_issue
+from chat.models import ChatConnection
 from chat.permissions import HoldsSignedKey, IsChatAdmin, IsChatUser, IssuesUserKeys
 from chat.presenters import user_chat_json
 from chat.principals import (
@@ -39,6 +43,24 @@ def _profile(data: dict[str, Any]) -> dict[str, Any]:
     """The validated profile fields, by their service names."""
     names = {"name": "name", "pictureUrl": "picture_url", "profile": "profile"}
     return {names[field]: value for field, value in data.items() if field in names}
+
+
+def _user_data(data: dict[str, Any], connection: ChatConnection) -> dict[str, Any]:
+    """`userData` by its service name, a signed token read with the chat's
+    key: {} when it is not given."""
+    if "userData" not in data:
+        return {}
+    value = data["userData"]
+    if isinstance(value, str):
+        try:
+            value = signed_object_read(connection=connection, token=value)
+        except InvalidUserKey as exc:
+            raise ValidationError({"userData": [str(exc)]}) from None
+        try:
+            value = user_data_sized(value)
+        except ValidationError as exc:
+            raise ValidationError({"userData": exc.detail}) from None
+    return {"data": value}
 
 
 def _key_user_profile(request: Request) -> User:
@@ -95,14 +117,17 @@ class UserViewSet(ChatViewSet):
     @extend_schema(
         summary="Update the key's user",
         operation_id="chatUpdateUser",
-        request=UserProfileSerializer,
+        request=UserUpdateSerializer,
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def update_me(self, request: Request, webhook_id: str) -> Response:
-        serializer = UserProfileSerializer(data=request.data)
+        serializer = UserUpdateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
         user = chat_user_update(
-            user=_key_user_profile(request), **_profile(serializer.validated_data)
+            user=_key_user_profile(request),
+            **_profile(data),
+            **_user_data(data, chat_connection(request)),
         )
         return Response({"user": user_chat_json(user)})
 
