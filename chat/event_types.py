@@ -12,3 +12,6 @@ PARTICIPANT_REMOVED = "participant_removed"
 EVENT_CREATED = "event_created"
 # A state whose expiry passed (chat/services/state_expiry.py).
 STATE_EXPIRED = "state_expired"
+# An end user gave, changed or took back feedback on a message (the
+# official webchat's thumbs): chat/services/feedback.py.
+MESSAGE_FEEDBACK = "message_feedback"

@@ -3,7 +3,7 @@ import uuid
 
 from django.db import models
 
-from bots.models import Bot, Conversation, User, Workflow
+from bots.models import Bot, Conversation, Message, User, Workflow
 from platform_site.api.ids import PrefixedIdField
 from platform_site.secret_fields import EncryptedCharField
 
@@ -155,3 +155,30 @@ class State(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} {self.target_id} {self.name}"
+
+
+class FeedbackValue(models.TextChoices):
+    POSITIVE = "positive"
+    NEGATIVE = "negative"
+
+
+class MessageFeedback(models.Model):
+    """An end user's verdict on a message of a conversation they take part
+    in (the official webchat's thumbs up or down, with an optional
+    comment): one per user and message, which they may change or take back.
+    The bot hears of each change as a `message_feedback` event."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="+")
+    value = models.CharField(max_length=10, choices=FeedbackValue.choices)
+    comment = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "user"], name="message_feedback_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.value} on {self.message_id}"

@@ -5,7 +5,7 @@ and as the runtime API and event payloads show them (runtime ids)."""
 from typing import Any
 
 from bots.models import Conversation, Message, Participant, User
-from chat.models import State
+from chat.models import MessageFeedback, State
 from events.models import Event
 from platform_site.api.fields import format_timestamp
 
@@ -37,7 +37,9 @@ def conversation_chat_json(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def message_chat_json(message: Message) -> dict[str, Any]:
+def message_chat_json(message: Message, feedback: MessageFeedback | None = None) -> dict[str, Any]:
+    """A message as the chat interface shows it to a user, with the
+    feedback that user gave on it (the official webchat shows it)."""
     body: dict[str, Any] = {
         "id": message.id,
         "createdAt": format_timestamp(message.created_at),
@@ -47,6 +49,10 @@ def message_chat_json(message: Message) -> dict[str, Any]:
     }
     if message.metadata is not None:
         body["metadata"] = message.metadata
+    if feedback is not None:
+        body["feedback"] = {"value": feedback.value}
+        if feedback.comment:
+            body["feedback"]["comment"] = feedback.comment
     return body
 
 
@@ -72,10 +78,12 @@ def chat_event_json(
 # --- the live stream's `data` of each type ----------------------------------
 
 
-def message_stream_json(message: Message) -> dict[str, Any]:
+def message_stream_json(
+    message: Message, feedback: MessageFeedback | None = None
+) -> dict[str, Any]:
     """`message_created`: the message as the chat interface shows it, and
     whether the bot sent it."""
-    return {**message_chat_json(message), "isBot": message.is_bot}
+    return {**message_chat_json(message, feedback), "isBot": message.is_bot}
 
 
 def message_deleted_stream_json(message: Message) -> dict[str, Any]:

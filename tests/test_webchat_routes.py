@@ -15,13 +15,14 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from bots.models import User
-from chat.models import ChatConnection
+from chat.models import ChatConnection, MessageFeedback
 from events.models import Event
 from tests.conftest import assert_error
 from tests.factories import (
     AccountFactory,
     ChatConnectionFactory,
     ConversationFactory,
+    MessageFactory,
     ParticipantFactory,
     UserFactory,
     user_key,
@@ -304,3 +305,107 @@ def test_signed_user_data_over_the_limit_is_400(connection, visitor):
     response = client.put(f"{base(connection)}/users/me", {"userData": token}, format="json")
     body = assert_error(response, 400, "InvalidPayload")
     assert "8192 bytes" in body["message"]
+
+
+# --- PUT / DELETE messages/{id}/feedback -----------------------------------------------
+
+
+@pytest.fixture
+def bot_message(connection, visitor) -> Any:
+    _, conversation = visitor
+    bot_user = UserFactory(bot=connection.bot, chat_id="the-bot")
+    return MessageFactory(conversation=conversation, user=bot_user, is_bot=True)
+
+
+def feedback_url(connection: ChatConnection, message_id: str) -> str:
+    return f"{base(connection)}/messages/{message_id}/feedback"
+
+
+def test_feedback_is_stored_shown_and_told_to_the_bot(connection, visitor, bot_message):
+    client, conversation = visitor
+    url = feedback_url(connection, bot_message.id)
+    body = {"value": "negative", "comment": "Not what I asked"}
+    response = client.put(url, body, format="json")
+    assert (response.status_code, response.json()) == (200, {})
+    shown = client.get(f"{base(connection)}/messages/{bot_message.id}").json()["message"]
+    assert shown["feedback"] == {"value": "negative", "comment": "Not what I asked"}
+    listed = client.get(f"{base(connection)}/conversations/room-1/messages").json()["messages"]
+    assert listed[0]["feedback"] == {"value": "negative", "comment": "Not what I asked"}
+    # Changed, then taken back: one row, an event for each change.
+    assert client.put(url, {"value": "positive"}, format="json").status_code == 200
+    assert MessageFeedback.objects.get().value == "positive"
+    assert client.delete(url).status_code == 200
+    assert not MessageFeedback.objects.exists()
+    assert (
+        "feedback"
+        not in client.get(f"{base(connection)}/messages/{bot_message.id}").json()["message"]
+    )
+    told = Event.objects.filter(type="message_feedback").order_by("id")
+    assert [event.payload for event in told] == [
+        {"messageId": bot_message.id, "value": "negative", "comment": "Not what I asked"},
+        {"messageId": bot_message.id, "value": "positive"},
+        {"messageId": bot_message.id, "value": None},
+    ]
+    assert {(e.conversation_id, e.user.chat_id, e.message_id) for e in told} == {
+        (conversation.id, "visitor-7", bot_message.id)
+    }
+
+
+def test_feedback_on_one_s_own_message_is_403(connection, visitor):
+    client, conversation = visitor
+    own = MessageFactory(conversation=conversation, user=conversation.owner)
+    response = client.put(feedback_url(connection, own.id), {"value": "positive"}, format="json")
+    assert_error(response, 403, "Forbidden")
+    assert not MessageFeedback.objects.exists()
+
+
+def test_feedback_on_a_message_of_another_user_s_conversation_is_refused(
+    connection, visitor, bot_message
+):
+    stranger = UserFactory(bot=connection.bot, chat_id="eve")
+    client = APIClient(HTTP_X_USER_KEY=user_key(connection, stranger))
+    response = client.put(
+        feedback_url(connection, bot_message.id), {"value": "positive"}, format="json"
+    )
+    assert_error(response, 403, "Forbidden")
+    unknown = client.put(
+        feedback_url(connection, "msg_01JZZZZZZZZZZZZZZZZZZZZZZZ"),
+        {"value": "positive"},
+        format="json",
+    )
+    assert_error(unknown, 404, "ResourceNotFound")
+    assert not MessageFeedback.objects.exists() and not Event.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"value": "meh"},
+        {"value": "positive", "comment": "x" * 1001},
+        {"value": "positive", "x": 1},
+    ],
+)
+def test_feedback_that_breaks_the_rules_is_400(connection, visitor, bot_message, body):
+    client, _ = visitor
+    response = client.put(feedback_url(connection, bot_message.id), body, format="json")
+    assert_error(response, 400, "InvalidPayload")
+    assert not MessageFeedback.objects.exists()
+
+
+def test_taking_back_feedback_never_given_is_404(connection, visitor, bot_message):
+    client, _ = visitor
+    assert_error(client.delete(feedback_url(connection, bot_message.id)), 404, "ResourceNotFound")
+
+
+def test_staff_read_feedback_in_the_django_admin(connection, visitor, bot_message, client):
+    api, _ = visitor
+    api.put(
+        feedback_url(connection, bot_message.id),
+        {"value": "negative", "comment": "Slow"},
+        format="json",
+    )
+    client.force_login(AccountFactory(is_staff=True, is_superuser=True))
+    page = client.get(reverse("admin:chat_messagefeedback_changelist"))
+    assert page.status_code == 200
+    assert "Slow" in page.content.decode()

@@ -11,12 +11,14 @@ from rest_framework import serializers
 
 from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
 from chat.message_payloads import MessagePayloadField
+from chat.models import FeedbackValue
 from platform_site.api.fields import (
     HttpUrlField,
     JSONObjectField,
     ReferenceField,
     StrictBooleanField,
     StrictCharField,
+    StrictChoiceField,
     StrictIntegerField,
 )
 from platform_site.api.serializers import ClosedSerializer
@@ -147,3 +149,10 @@ class UserKeySerializer(ClosedSerializer):
         if expires_at <= timezone.now():
             raise serializers.ValidationError("Must be in the future.")
         return expires_at
+
+
+class FeedbackSerializer(ClosedSerializer):
+    """PUT messages/{id}/feedback, as the official webchat sends it."""
+
+    value = StrictChoiceField(choices=FeedbackValue.choices)
+    comment = StrictCharField(required=False, allow_blank=True, max_length=1000)

@@ -81,6 +81,11 @@ urlpatterns = [
     ),
     path("messages", MessageViewSet.as_view({"post": "create"}), name="chat-messages"),
     path(
+        "messages/<str:message_id>/feedback",
+        MessageViewSet.as_view({"put": "feedback_set", "delete": "feedback_remove"}),
+        name="chat-message-feedback",
+    ),
+    path(
         "messages/<str:message_id>",
         MessageViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="chat-message",

@@ -4,13 +4,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bots.idempotency import idempotent_create
-from chat.interface.serializers import ChatMessageCreateSerializer
+from chat.interface.serializers import ChatMessageCreateSerializer, FeedbackSerializer
 from chat.interface.views.base import ChatViewSet
 from chat.permissions import IsChatUser
 from chat.presenters import message_chat_json
 from chat.principals import chat_principal
 from chat.selectors.conversations import chat_conversation_get
+from chat.selectors.feedback import feedback_by_message
 from chat.selectors.messages import chat_message_get, chat_messages_list
+from chat.services.feedback import feedback_remove, feedback_set
 from chat.services.messages import chat_message_create, chat_message_delete
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
@@ -22,6 +24,8 @@ class MessageViewSet(ChatViewSet):
         "retrieve": [IsChatUser],
         "destroy": [IsChatUser],
         "list": [IsChatUser],
+        "feedback_set": [IsChatUser],
+        "feedback_remove": [IsChatUser],
     }
 
     @extend_schema(
@@ -50,8 +54,10 @@ class MessageViewSet(ChatViewSet):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, webhook_id: str, message_id: str) -> Response:
-        message = chat_message_get(user=chat_principal(request).user, message_id=message_id)
-        return Response({"message": message_chat_json(message)})
+        user = chat_principal(request).user
+        message = chat_message_get(user=user, message_id=message_id)
+        feedback = feedback_by_message(user=user, message_ids=[message.id])
+        return Response({"message": message_chat_json(message, feedback.get(message.id))})
 
     @extend_schema(
         summary="Delete a message the key's user sent",
@@ -70,10 +76,48 @@ class MessageViewSet(ChatViewSet):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
-        conversation = chat_conversation_get(
-            user=chat_principal(request).user, chat_id=conversation_id
-        )
+        user = chat_principal(request).user
+        conversation = chat_conversation_get(user=user, chat_id=conversation_id)
         page = chat_messages_list(
             conversation=conversation, page=page_request(request.query_params)
         )
-        return Response(page.json("messages", message_chat_json))
+        feedback = feedback_by_message(user=user, message_ids=[m.id for m in page.items])
+        return Response(
+            page.json(
+                "messages", lambda message: message_chat_json(message, feedback.get(message.id))
+            )
+        )
+
+    @extend_schema(
+        summary="Give or change the key's user's feedback on a message (the official webchat's)",
+        description=(
+            "On a message of a conversation the user takes part in, not one of their own."
+            " The bot receives a `message_feedback` event `{messageId, value, comment?}`."
+        ),
+        operation_id="chatAddMessageFeedback",
+        request=FeedbackSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def feedback_set(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        serializer = FeedbackSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = chat_principal(request).user
+        feedback_set(
+            user=user,
+            message=chat_message_get(user=user, message_id=message_id),
+            value=data["value"],
+            comment=data.get("comment", ""),
+        )
+        return Response({})
+
+    @extend_schema(
+        summary="Take back the key's user's feedback on a message",
+        description="The bot receives a `message_feedback` event whose `value` is null.",
+        operation_id="chatRemoveMessageFeedback",
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def feedback_remove(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        user = chat_principal(request).user
+        feedback_remove(user=user, message=chat_message_get(user=user, message_id=message_id))
+        return Response({})
