@@ -5,7 +5,8 @@ and as the runtime API and event payloads show them (runtime ids)."""
 from typing import Any
 
 from bots.models import Conversation, Message, Participant, User
-from chat.models import MessageFeedback, State
+from chat.models import State
+from chat.selectors.feedback import feedback_json
 from events.models import Event
 from platform_site.api.fields import format_timestamp
 
@@ -37,9 +38,10 @@ def conversation_chat_json(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def message_chat_json(message: Message, feedback: MessageFeedback | None = None) -> dict[str, Any]:
+def message_chat_json(message: Message) -> dict[str, Any]:
     """A message as the chat interface shows it to a user, with the
-    feedback that user gave on it (the official webchat shows it)."""
+    feedback that user gave on it when it was read with it
+    (chat.selectors.feedback; the official webchat shows it)."""
     body: dict[str, Any] = {
         "id": message.id,
         "createdAt": format_timestamp(message.created_at),
@@ -49,10 +51,9 @@ def message_chat_json(message: Message, feedback: MessageFeedback | None = None)
     }
     if message.metadata is not None:
         body["metadata"] = message.metadata
+    feedback = feedback_json(message)
     if feedback is not None:
-        body["feedback"] = {"value": feedback.value}
-        if feedback.comment:
-            body["feedback"]["comment"] = feedback.comment
+        body["feedback"] = feedback
     return body
 
 
@@ -78,12 +79,10 @@ def chat_event_json(
 # --- the live stream's `data` of each type ----------------------------------
 
 
-def message_stream_json(
-    message: Message, feedback: MessageFeedback | None = None
-) -> dict[str, Any]:
+def message_stream_json(message: Message) -> dict[str, Any]:
     """`message_created`: the message as the chat interface shows it, and
     whether the bot sent it."""
-    return {**message_chat_json(message, feedback), "isBot": message.is_bot}
+    return {**message_chat_json(message), "isBot": message.is_bot}
 
 
 def message_deleted_stream_json(message: Message) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from bots.models import Conversation, Participant, User
 from chat.live.publish import stream_publish
 from chat.live.stream import PING
-from chat.models import UserKeyMode
+from chat.models import MessageFeedback, UserKeyMode
 from tests import test_chat_live as live
 from tests.conftest import assert_error
 from tests.factories import MessageFactory, UserFactory
@@ -144,3 +144,14 @@ def test_another_user_s_conversation_is_403(server, chat):
         server, chat, key=chat.key(stranger), conversation=chat.conversation.chat_id
     ).answer()
     assert_error(answer, 403, "Forbidden")
+
+
+def test_init_shows_the_feedback_the_user_gave(server, chat):
+    answer = MessageFactory(conversation=chat.conversation, user=chat.guest)
+    MessageFeedback.objects.create(message=answer, user=chat.owner, value="positive")
+    exchange = initialize(
+        server, chat, key=chat.key(chat.owner), conversation=chat.conversation.chat_id
+    )
+    [message] = started(exchange)["messages"]
+    assert message["feedback"] == {"value": "positive"}
+    exchange.hang_up()

@@ -409,3 +409,28 @@ def test_staff_read_feedback_in_the_django_admin(connection, visitor, bot_messag
     page = client.get(reverse("admin:chat_messagefeedback_changelist"))
     assert page.status_code == 200
     assert "Slow" in page.content.decode()
+
+
+# --- PUT messages/{id} -----------------------------------------------------------------
+
+
+def test_a_user_changes_a_message_they_sent(connection, visitor, bot_message):
+    client, conversation = visitor
+    sent = client.post(
+        f"{base(connection)}/messages",
+        {"conversationId": "room-1", "payload": {"type": "text", "text": "helo"}},
+        format="json",
+    ).json()["message"]
+    url = f"{base(connection)}/messages/{sent['id']}"
+    body = {"payload": {"type": "text", "text": "hello"}, "metadata": {"edited": True}}
+    response = client.put(url, body, format="json")
+    assert response.status_code == 200, response.content
+    message = response.json()["message"]
+    assert (message["payload"]["text"], message["metadata"]) == ("hello", {"edited": True})
+    assert client.get(url).json()["message"]["payload"]["text"] == "hello"
+    # Another type of payload is another message; the bot's are not the user's.
+    changed_type = {"payload": {"type": "image", "imageUrl": "https://example.com/a.png"}}
+    assert_error(client.put(url, changed_type, format="json"), 400, "InvalidPayload")
+    assert_error(client.put(url, {"tags": {}}, format="json"), 400, "InvalidPayload")
+    theirs = f"{base(connection)}/messages/{bot_message.id}"
+    assert_error(client.put(theirs, {"metadata": {}}, format="json"), 403, "Forbidden")

@@ -156,3 +156,10 @@ class FeedbackSerializer(ClosedSerializer):
 
     value = StrictChoiceField(choices=FeedbackValue.choices)
     comment = StrictCharField(required=False, allow_blank=True, max_length=1000)
+
+
+class ChatMessageUpdateSerializer(ClosedSerializer):
+    """PUT messages/{id}, as the official webchat's updateMessage sends it."""
+
+    payload = MessagePayloadField(required=False)
+    metadata = JSONObjectField(required=False)

@@ -87,7 +87,7 @@ urlpatterns = [
     ),
     path(
         "messages/<str:message_id>",
-        MessageViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        MessageViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
         name="chat-message",
     ),
     path("events", ChatEventViewSet.as_view({"post": "create"}), name="chat-events"),

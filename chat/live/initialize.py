@@ -33,7 +33,6 @@ from chat.live.stream import listener_stream, sse_message
 from chat.models import ChatConnection, UserKeyMode
 from chat.presenters import conversation_chat_json, message_stream_json, user_chat_json
 from chat.selectors.conversations import chat_conversation_get
-from chat.selectors.feedback import feedback_by_message
 from chat.selectors.messages import chat_messages_list
 from chat.selectors.participants import participants_list
 from chat.services.conversations import conversation_create
@@ -175,15 +174,14 @@ def webchat_init(start: Start) -> dict[str, Any]:
     (newest first), its participants and the user with its key."""
     try:
         first_page = PageRequest(size=settings.PAGE_SIZE_DEFAULT, token=None)
-        messages = chat_messages_list(conversation=start.conversation, page=first_page)
+        messages = chat_messages_list(
+            conversation=start.conversation, page=first_page, reader=start.user
+        )
         participants = participants_list(conversation=start.conversation, page=first_page)
         user = User.objects.get(pk=start.user.pk)
-        feedback = feedback_by_message(user=user, message_ids=[m.id for m in messages.items])
         return {
             "conversation": conversation_chat_json(start.conversation),
-            "messages": [
-                message_stream_json(message, feedback.get(message.id)) for message in messages.items
-            ],
+            "messages": [message_stream_json(message) for message in messages.items],
             "participants": [user_chat_json(p.user) for p in participants.items],
             "user": {**user_chat_json(user), "userKey": start.key},
         }

@@ -6,6 +6,7 @@ from django.http import QueryDict
 
 from bots.models import Bot, Conversation, Message, User
 from chat.filters import MessageFilter
+from chat.selectors.feedback import with_feedback
 from chat.selectors.lists import bot_list_page
 from chat.selectors.participants import participant_object_get
 from platform_site.api.pagination import Page, PageRequest, paginate
@@ -19,10 +20,13 @@ def _chat_messages() -> QuerySet[Message]:
     return Message.objects.select_related("user", "conversation")
 
 
-def chat_messages_list(*, conversation: Conversation, page: PageRequest) -> Page[Message]:
-    """The conversation's messages, users' and bot's alike, newest first."""
+def chat_messages_list(
+    *, conversation: Conversation, page: PageRequest, reader: User
+) -> Page[Message]:
+    """The conversation's messages, users' and bot's alike, newest first,
+    each with the feedback the reader gave on it."""
     return paginate(
-        _chat_messages().filter(conversation=conversation),
+        with_feedback(_chat_messages(), user=reader).filter(conversation=conversation),
         ordering=["-id"],
         list_name=f"chat-messages:{conversation.id}",
         request=page,
@@ -30,9 +34,14 @@ def chat_messages_list(*, conversation: Conversation, page: PageRequest) -> Page
 
 
 def chat_message_get(*, user: User, message_id: str) -> Message:
-    """A message of a conversation the user takes part in."""
+    """A message of a conversation the user takes part in, with the
+    feedback they gave on it."""
     return participant_object_get(
-        _chat_messages(), user=user, object_id=message_id, prefix="msg", noun="message"
+        with_feedback(_chat_messages(), user=user),
+        user=user,
+        object_id=message_id,
+        prefix="msg",
+        noun="message",
     )
 
 

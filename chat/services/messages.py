@@ -78,6 +78,32 @@ def chat_message_create(
 
 
 @transaction.atomic
+def chat_message_update(
+    *,
+    user: User,
+    message: Message,
+    payload: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Message:
+    """Change a message the user sent through the chat interface (the
+    official webchat's updateMessage): its payload, for another of its type,
+    and its metadata. Listeners hear of it (`message_updated`)."""
+    if message.is_bot or message.user_id != user.id:
+        raise NotPermitted(f"Only the sender of message {message.id!r} may change it")
+    if payload is not None:
+        message.payload = payload_of_type(payload, kind=message.type)
+    if metadata is not None:
+        message.metadata = metadata
+    message.save(update_fields=["payload", "metadata", "updated_at"])
+    stream_publish(
+        conversation_id=message.conversation_id,
+        type=MESSAGE_UPDATED,
+        data=message_stream_json(message),
+    )
+    return message
+
+
+@transaction.atomic
 def chat_message_delete(*, user: User, message: Message) -> None:
     """Delete a message the user sent through the chat interface (not one the
     bot sent in their name)."""

@@ -4,16 +4,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from bots.idempotency import idempotent_create
-from chat.interface.serializers import ChatMessageCreateSerializer, FeedbackSerializer
+from chat.interface.serializers import (
+    ChatMessageCreateSerializer,
+    ChatMessageUpdateSerializer,
+    FeedbackSerializer,
+)
 from chat.interface.views.base import ChatViewSet
 from chat.permissions import IsChatUser
 from chat.presenters import message_chat_json
 from chat.principals import chat_principal
 from chat.selectors.conversations import chat_conversation_get
-from chat.selectors.feedback import feedback_by_message
 from chat.selectors.messages import chat_message_get, chat_messages_list
 from chat.services.feedback import feedback_remove, feedback_set
-from chat.services.messages import chat_message_create, chat_message_delete
+from chat.services.messages import chat_message_create, chat_message_delete, chat_message_update
 from platform_site.api.pagination import page_request
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
 
@@ -23,6 +26,7 @@ class MessageViewSet(ChatViewSet):
         "create": [IsChatUser],
         "retrieve": [IsChatUser],
         "destroy": [IsChatUser],
+        "update": [IsChatUser],
         "list": [IsChatUser],
         "feedback_set": [IsChatUser],
         "feedback_remove": [IsChatUser],
@@ -54,10 +58,28 @@ class MessageViewSet(ChatViewSet):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        message = chat_message_get(user=chat_principal(request).user, message_id=message_id)
+        return Response({"message": message_chat_json(message)})
+
+    @extend_schema(
+        summary="Change a message the key's user sent (the official webchat's updateMessage)",
+        description="Its payload (another of its type) and its metadata; listeners hear of it.",
+        operation_id="chatUpdateMessage",
+        request=ChatMessageUpdateSerializer,
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def update(self, request: Request, webhook_id: str, message_id: str) -> Response:
+        serializer = ChatMessageUpdateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
         user = chat_principal(request).user
-        message = chat_message_get(user=user, message_id=message_id)
-        feedback = feedback_by_message(user=user, message_ids=[message.id])
-        return Response({"message": message_chat_json(message, feedback.get(message.id))})
+        message = chat_message_update(
+            user=user,
+            message=chat_message_get(user=user, message_id=message_id),
+            payload=data.get("payload"),
+            metadata=data.get("metadata"),
+        )
+        return Response({"message": message_chat_json(message)})
 
     @extend_schema(
         summary="Delete a message the key's user sent",
@@ -79,14 +101,9 @@ class MessageViewSet(ChatViewSet):
         user = chat_principal(request).user
         conversation = chat_conversation_get(user=user, chat_id=conversation_id)
         page = chat_messages_list(
-            conversation=conversation, page=page_request(request.query_params)
+            conversation=conversation, page=page_request(request.query_params), reader=user
         )
-        feedback = feedback_by_message(user=user, message_ids=[m.id for m in page.items])
-        return Response(
-            page.json(
-                "messages", lambda message: message_chat_json(message, feedback.get(message.id))
-            )
-        )
+        return Response(page.json("messages", message_chat_json))
 
     @extend_schema(
         summary="Give or change the key's user's feedback on a message (the official webchat's)",
