@@ -240,6 +240,8 @@ FILE_INDEXING_MAX_SIZE = env.int("FILE_INDEXING_MAX_SIZE", default=95 * 1024 * 1
 FILE_PASSAGE_MAX_LENGTH = env.int("FILE_PASSAGE_MAX_LENGTH", default=1000)
 # Signed upload and download URLs expire after this many seconds.
 FILE_UPLOAD_URL_TTL = env.int("FILE_UPLOAD_URL_TTL", default=3600)
+# A file an end user sends through the official webchat (POST {chat}/…/files), at most.
+CHAT_FILE_MAX_SIZE = env.int("CHAT_FILE_MAX_SIZE", default=10 * 1024 * 1024)
 FILE_DOWNLOAD_URL_TTL = env.int("FILE_DOWNLOAD_URL_TTL", default=3600)
 # An indexing run is stopped after this many seconds and the file fails; a run
 # lost with its worker is queued again, up to this many attempts in all.
@@ -308,8 +310,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
-# Browsers call the chat interface from any origin; nothing else is cross-origin.
-CORS_URLS_REGEX = r"^/chat/.*$"
+# Browsers call the chat interface from any origin, and upload and download
+# the files of its users at their signed URLs; nothing else is cross-origin.
+CORS_URLS_REGEX = r"^/(chat/|v1/uploads/|v1/downloads/).*$"
 CORS_ALLOW_ALL_ORIGINS = True
 # The official webchat sends `timeout` with its streams' requests and
 # `x-admin-secret` to have user keys made (`users/key`).
@@ -320,6 +323,8 @@ CORS_ALLOW_HEADERS = [
     "x-request-id",
     "timeout",
     "x-admin-secret",
+    # Sent with an upload by the official webchat (S3's tagging header): ignored.
+    "x-amz-tagging",
 ]
 # A browser client may read where it stands against its rate limits, and the
 # id its request is logged under.

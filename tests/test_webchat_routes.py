@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 from bots.models import User
 from chat.models import ChatConnection, MessageFeedback
 from events.models import Event
+from files.models import File
 from tests.conftest import assert_error
 from tests.factories import (
     AccountFactory,
@@ -434,3 +435,89 @@ def test_a_user_changes_a_message_they_sent(connection, visitor, bot_message):
     assert_error(client.put(url, {"tags": {}}, format="json"), 400, "InvalidPayload")
     theirs = f"{base(connection)}/messages/{bot_message.id}"
     assert_error(client.put(theirs, {"metadata": {}}, format="json"), 403, "Forbidden")
+
+
+# --- POST files ------------------------------------------------------------------------
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 56
+
+
+def path_of(url: str) -> str:
+    return "/" + url.split("://", 1)[1].split("/", 1)[1]
+
+
+def test_a_user_s_file_is_uploaded_read_by_its_url_and_is_the_bot_s(connection, visitor):
+    client, _ = visitor
+    body = {"key": "photo.png", "size": len(PNG), "contentType": "image/png"}
+    response = client.post(f"{base(connection)}/files", body, format="json")
+    assert response.status_code == 201, response.content
+    made = response.json()["file"]
+    assert made["key"] == "webchat/visitor-7/photo.png"
+    assert made["status"] == "upload_pending" and made["index"] is False
+    assert made["accessPolicies"] == ["public_content"]
+    assert made["tags"] == {"webchat:userId": "visitor-7"}
+    # The webchat puts the url in its message before the upload ends.
+    assert made["url"].startswith("http") and made["uploadUrl"].startswith("http")
+
+    put = APIClient().put(
+        path_of(made["uploadUrl"]),
+        data=PNG,
+        content_type="image/png",
+        HTTP_X_AMZ_TAGGING="public=true",
+    )
+    assert put.status_code == 200, put.content
+    download = APIClient().get(path_of(made["url"]))
+    assert download.status_code == 200
+    assert b"".join(download.streaming_content) == PNG
+    stored = File.objects.get(id=made["id"])
+    assert (stored.bot_id, stored.status) == (connection.bot_id, "upload_completed")
+
+
+def test_users_files_of_the_same_name_are_each_their_own(connection, visitor):
+    client, _ = visitor
+    other = UserFactory(bot=connection.bot, chat_id="visitor-8")
+    theirs = APIClient(HTTP_X_USER_KEY=user_key(connection, other))
+    body = {"key": "a.txt", "size": 3}
+    first = client.post(f"{base(connection)}/files", body, format="json").json()["file"]
+    second = theirs.post(f"{base(connection)}/files", body, format="json").json()["file"]
+    assert first["id"] != second["id"]
+    assert File.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"key": "a.txt", "size": 10 * 1024 * 1024 + 1}, id="over the limit"),
+        pytest.param({"key": "a.txt", "size": 3, "index": True}, id="indexed"),
+        pytest.param({"key": "", "size": 3}, id="no key"),
+        pytest.param({"key": "a.txt", "size": -1}, id="negative size"),
+        pytest.param({"key": "a.txt", "size": 3, "contentType": "png"}, id="not a media type"),
+        pytest.param(
+            {"key": "a.txt", "size": 3, "expiresAt": "2001-01-01T00:00:00.000Z"}, id="past"
+        ),
+        pytest.param({"key": "a.txt", "size": 3, "metadata": {}}, id="unknown field"),
+    ],
+)
+def test_a_file_that_breaks_the_rules_is_400_and_makes_nothing(connection, visitor, body):
+    client, _ = visitor
+    response = client.post(f"{base(connection)}/files", body, format="json")
+    assert_error(response, 400, "InvalidPayload")
+    assert not File.objects.exists()
+
+
+def test_files_need_a_user_key(connection):
+    response = APIClient().post(f"{base(connection)}/files", {"key": "a", "size": 1}, format="json")
+    assert_error(response, 401, "Unauthorized")
+
+
+def test_a_browser_may_upload_from_any_origin(connection):
+    response = APIClient().options(
+        "/v1/uploads/any-token",
+        HTTP_ORIGIN="https://shop.example",
+        HTTP_ACCESS_CONTROL_REQUEST_METHOD="PUT",
+        HTTP_ACCESS_CONTROL_REQUEST_HEADERS="content-type,x-amz-tagging",
+    )
+    assert response.status_code in (200, 204), response.content
+    allowed = {h.strip() for h in response.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"content-type", "x-amz-tagging"} <= allowed

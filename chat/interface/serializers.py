@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
@@ -12,6 +13,9 @@ from rest_framework import serializers
 from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
 from chat.message_payloads import MessagePayloadField
 from chat.models import FeedbackValue
+from files.content_types import MEDIA_TYPE_RE
+from files.models import FILE_KEY_MAX_LENGTH
+from files.serializers import ACCESS_POLICIES
 from platform_site.api.fields import (
     HttpUrlField,
     JSONObjectField,
@@ -20,6 +24,8 @@ from platform_site.api.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictIntegerField,
+    TagsField,
+    TimestampField,
 )
 from platform_site.api.serializers import ClosedSerializer
 
@@ -129,6 +135,9 @@ class ChatEventCreateSerializer(ClosedSerializer):
     bindUser = StrictBooleanField(required=False, default=True)
 
 
+# A webchat file's key, kept under webchat/{user}/ (chat.services.files).
+CHAT_FILE_KEY_MAX_LENGTH = FILE_KEY_MAX_LENGTH - len("webchat//") - CHAT_ID_MAX_LENGTH
+
 # The last millisecond of year 9999: what a timestamp can say.
 _LAST_MILLISECOND = 253_402_300_799_999
 
@@ -163,3 +172,44 @@ class ChatMessageUpdateSerializer(ClosedSerializer):
 
     payload = MessagePayloadField(required=False)
     metadata = JSONObjectField(required=False)
+
+
+class ChatFileCreateSerializer(ClosedSerializer):
+    """POST files, as the official webchat's createFile sends it. Its files
+    are not indexed: `index` may only be false."""
+
+    key = StrictCharField(min_length=1, max_length=CHAT_FILE_KEY_MAX_LENGTH)
+    size = StrictIntegerField(min_value=0)
+    contentType = StrictCharField(
+        required=False,
+        min_length=3,
+        max_length=200,
+        validators=[
+            RegexValidator(
+                rf"^(?:{MEDIA_TYPE_RE})\Z",
+                message="Must be a media type such as text/plain or image/png.",
+            )
+        ],
+    )
+    index = StrictBooleanField(required=False, default=False)
+    tags = TagsField(required=False, default=dict)
+    accessPolicies = serializers.ListField(
+        child=StrictChoiceField(choices=ACCESS_POLICIES), required=False, default=list
+    )
+    expiresAt = TimestampField(required=False, help_text="Must be in the future")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        # Read with each body (and the OpenAPI document): it follows the setting.
+        fields["size"] = StrictIntegerField(min_value=0, max_value=settings.CHAT_FILE_MAX_SIZE)
+        return fields
+
+    def validate_index(self, value: bool) -> bool:
+        if value:
+            raise serializers.ValidationError("The files of a chat's users are not indexed.")
+        return value
+
+    def validate_expiresAt(self, value: datetime) -> datetime:  # noqa: N802 - DRF's naming
+        if value <= timezone.now():
+            raise serializers.ValidationError("Must be in the future.")
+        return value

@@ -12,6 +12,7 @@ from chat.authentication import AdminSecretAuthentication, SignedUserKeyAuthenti
 from chat.interface.views.base import HelloViewSet
 from chat.interface.views.chat_events import ChatEventViewSet
 from chat.interface.views.conversations import ConversationViewSet
+from chat.interface.views.files import ChatFileViewSet
 from chat.interface.views.messages import MessageViewSet
 from chat.interface.views.participants import ParticipantViewSet
 from chat.interface.views.users import UserViewSet
@@ -90,6 +91,7 @@ urlpatterns = [
         MessageViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
         name="chat-message",
     ),
+    path("files", ChatFileViewSet.as_view({"post": "create"}), name="chat-files"),
     path("events", ChatEventViewSet.as_view({"post": "create"}), name="chat-events"),
     path(
         "events/<str:event_id>",
