@@ -39,22 +39,29 @@ class MarkdownPayload(_Payload):
 class ImagePayload(_Payload):
     type = payload_type("image")
     imageUrl = text()
+    # The file it shows, when it is a file of the bot (the official webchat's uploads).
+    fileId = text(required=False)
 
 
 class AudioPayload(_Payload):
     type = payload_type("audio")
     audioUrl = text()
+    # The file it shows, when it is a file of the bot (the official webchat's uploads).
+    fileId = text(required=False)
 
 
 class VideoPayload(_Payload):
     type = payload_type("video")
     videoUrl = text()
+    # The file it shows, when it is a file of the bot (the official webchat's uploads).
+    fileId = text(required=False)
 
 
 class FilePayload(_Payload):
     type = payload_type("file")
     fileUrl = text()
     title = text(required=False)
+    fileId = text(required=False)
 
 
 class LocationPayload(_Payload):

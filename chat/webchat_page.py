@@ -34,6 +34,9 @@ def webchat_page(request: HttpRequest, webhook_id: str) -> HttpResponse:
         "apiUrl": settings.CHAT_URL,
         "clientId": connection.webhook_id,
         "botName": bot_name or "",
+        # The chat interface serves both (feedback, files).
+        "feedbackEnabled": True,
+        "allowFileUpload": True,
     }
     response = render(request, "chat/webchat.html", {"config": config, "title": bot_name or "Chat"})
     response["Content-Security-Policy"] = content_security_policy()

@@ -7,7 +7,7 @@ every page it lands on, numbered, under tests/output/<test function>/."""
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -142,20 +142,35 @@ def chrome_options() -> webdriver.ChromeOptions:
 
 
 @pytest.fixture
-def browser(
-    request: pytest.FixtureRequest, live_server: Any, monkeypatch: Any
-) -> Iterator[Browser]:
+def chromium(
+    request: pytest.FixtureRequest, monkeypatch: Any
+) -> Iterator[Callable[[str], Browser]]:
+    """Opens headless Chromium on a server's base URL; its screenshots go
+    under tests/output/<test function>/."""
     require_chromium()
     # Belt and braces: even if a path were dropped, nothing is downloaded.
     monkeypatch.setenv("SE_OFFLINE", "1")
     output = OUTPUT_DIR / request.node.originalname
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
-    driver = webdriver.Chrome(
-        service=Service(executable_path=str(CHROMEDRIVER)), options=chrome_options()
-    )
-    driver.set_page_load_timeout(PAGE_LOAD_TIMEOUT)
+    drivers: list[webdriver.Chrome] = []
+
+    def open_on(base_url: str) -> Browser:
+        driver = webdriver.Chrome(
+            service=Service(executable_path=str(CHROMEDRIVER)), options=chrome_options()
+        )
+        drivers.append(driver)
+        driver.set_page_load_timeout(PAGE_LOAD_TIMEOUT)
+        return Browser(driver, base_url, output)
+
     try:
-        yield Browser(driver, live_server.url, output)
+        yield open_on
     finally:
-        driver.quit()
+        for driver in drivers:
+            driver.quit()
+
+
+@pytest.fixture
+def browser(chromium: Callable[[str], Browser], live_server: Any) -> Browser:
+    """Headless Chromium on the live server."""
+    return chromium(live_server.url)

@@ -108,9 +108,12 @@ def servers(celery_queue: str, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
     started: list[Server] = []
 
     def start() -> Server:
+        port = free_port()
         env = dict(os.environ)
         env.update(
             {
+                # The URLs it gives out (files', the webchat page's) are its own.
+                "PUBLIC_BASE_URL": f"http://127.0.0.1:{port}",
                 "DATABASE_URL": worker_database_url(),
                 "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
                 "CELERY_QUEUE": celery_queue,
@@ -119,7 +122,7 @@ def servers(celery_queue: str, tmp_path: Path) -> Iterator[Any]:  # noqa: F811
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        server = Server(name=f"web{len(started) + 1}", env=env, folder=tmp_path)
+        server = Server(name=f"web{len(started) + 1}", env=env, folder=tmp_path, port=port)
         started.append(server)
         server.wait_ready()
         return server

@@ -15,7 +15,7 @@ from bots.models import AccessToken, AuditAction, AuditRecord, Membership, Role
 from bots.services.bots import bot_create
 from bots.services.workspaces import workspace_create
 from bots.token_checks import SHOWN_PREFIX_LENGTH, TOKEN_PREFIX
-from tests.browser import Browser, browser  # noqa: F401
+from tests.browser import Browser, browser, chromium  # noqa: F401
 from tests.factories import AccountFactory
 
 # The live server commits: the browser's requests run on their own thread.

@@ -17,7 +17,7 @@ from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.rollups.services import event_rollups_update, minute_floor
 from files.models import FileStatus
 from platform_site.api.ids import new_id_at
-from tests.browser import Browser, browser  # noqa: F401
+from tests.browser import Browser, browser, chromium  # noqa: F401
 from tests.factories import AccountFactory, BotFactory, FileFactory, WorkspaceFactory
 from tests.test_admin_browser import log_in
 

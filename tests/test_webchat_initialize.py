@@ -126,16 +126,18 @@ def test_a_chat_whose_operator_signs_keys_makes_no_user(server, chat):
     assert User.objects.count() == users
 
 
-@pytest.mark.parametrize(
-    ("conversation", "status", "kind"),
-    [
-        ("no%20spaces", 400, "InvalidIdentifier"),
-        ("nobody-s", 404, "ResourceNotFound"),
-    ],
-)
-def test_a_conversation_that_cannot_be_resumed_is_refused(server, chat, conversation, status, kind):
-    answer = initialize(server, chat, key=chat.key(chat.owner), conversation=conversation).answer()
-    assert_error(answer, status, kind)
+def test_a_malformed_conversation_id_is_400(server, chat):
+    answer = initialize(server, chat, key=chat.key(chat.owner), conversation="no%20spaces").answer()
+    assert_error(answer, 400, "InvalidIdentifier")
+
+
+def test_a_conversation_that_is_gone_is_replaced_by_a_new_one(server, chat):
+    # The webchat keeps the id it was given: refused, it would wait forever.
+    exchange = initialize(server, chat, key=chat.key(chat.owner), conversation="deleted-since")
+    init = started(exchange)
+    assert init["conversation"]["id"] not in ("deleted-since", chat.conversation.chat_id)
+    assert Conversation.objects.filter(bot=chat.bot, owner=chat.owner).count() == 2
+    exchange.hang_up()
 
 
 def test_another_user_s_conversation_is_403(server, chat):

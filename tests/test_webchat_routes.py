@@ -155,6 +155,8 @@ def test_the_webchat_page_runs_the_bundled_webchat_against_this_chat(connection,
         "apiUrl": settings.CHAT_URL,
         "clientId": connection.webhook_id,
         "botName": connection.bot.name,
+        "feedbackEnabled": True,
+        "allowFileUpload": True,
     }
     assert "/static/webchat/webchat.js" in html and "/static/webchat/webchat.css" in html
     # It loads nothing from another site: scripts only from here.

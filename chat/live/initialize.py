@@ -10,8 +10,8 @@ listener accounting; the webchat reconnects with the key and conversation id
 
 Checked in the order of the live stream: unknown chat 404, wrong method 405,
 key 401 (none: a chat whose operator signs keys makes no user, 401), rate
-limit 429, conversation id 400, unknown conversation 404, not a participant
-403."""
+limit 429, conversation id 400, not a participant 403; a conversation that
+is gone is replaced by a new one."""
 
 import json
 import logging
@@ -48,7 +48,7 @@ from platform_site.api.errors import (
 from platform_site.api.exception_handler import domain_error, error_response
 from platform_site.api.pagination import PageRequest
 from platform_site.api.rate_limit import rate_limit_headers
-from platform_site.domain_errors import DomainError
+from platform_site.domain_errors import DomainError, NotFound
 
 logger = logging.getLogger("chat.live")
 
@@ -140,10 +140,7 @@ def webchat_start(
             rate_limit = rate_limit_check(
                 bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
             )
-        if conversation_chat_id is None:
-            conversation = conversation_create(creator=user)
-        else:
-            conversation = chat_conversation_get(user=user, chat_id=conversation_chat_id)
+        conversation = _conversation(user=user, chat_id=conversation_chat_id)
         listener = Listener(
             conversation_id=conversation.id,
             participant_id=user.chat_id,
@@ -154,6 +151,20 @@ def webchat_start(
     finally:
         # A stream outlives its lookups by hours: listeners hold no connection.
         database_release()
+
+
+def _conversation(*, user: User, chat_id: str | None) -> Conversation:
+    """The conversation the webchat resumes, or a new one when it names none
+    or one that is gone (deleted by the bot, say): the webchat keeps the id
+    it was given and cannot recover from a refusal, it would wait forever.
+    An id that cannot be one (400) or a conversation of others (403) is
+    refused still."""
+    if chat_id is not None:
+        try:
+            return chat_conversation_get(user=user, chat_id=chat_id)
+        except NotFound:
+            logger.info("webchat: conversation %r is gone, a new one is made", chat_id[:80])
+    return conversation_create(creator=user)
 
 
 def _new_user(*, chat: ChatConnection, remote_addr: str) -> tuple[User, str]:

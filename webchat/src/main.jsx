@@ -1,6 +1,7 @@
 // The Botpress webchat, full page, talking to this service's chat interface.
 // The page says where in <script type="application/json" id="webchat-config">
-// ({"apiUrl": CHAT_URL, "clientId": webhook id, "botName"?, "botDescription"?};
+// ({"apiUrl": CHAT_URL, "clientId": webhook id, "botName"?, "botDescription"?,
+// "feedbackEnabled"?, "allowFileUpload"?};
 // chat/webchat_page.py writes it), so one bundle serves every bot and nothing
 // about a deployment is built in.
 import { Webchat } from '@botpress/webchat'
@@ -36,6 +37,10 @@ function mount() {
   const configuration = {
     botName: config.botName || undefined,
     botDescription: config.botDescription || undefined,
+    // Thumbs on the bot's messages (PUT messages/{id}/feedback) and the
+    // paper clip (POST files), as the page allows them.
+    feedbackEnabled: Boolean(config.feedbackEnabled),
+    allowFileUpload: Boolean(config.allowFileUpload),
   }
   createRoot(root).render(
     <StrictMode>
