@@ -13,6 +13,7 @@ from bots.admin import WorkspaceScoped
 from bots.models import AuditAction, Role, WorkspaceSettings
 from bots.services.audit import audit
 from bots.services.tokens import access_token_create
+from chat.models import MessageFeedback
 from events.models import AttemptOutcome, DeliveryAttempt
 from tests.factories import (
     AccountFactory,
@@ -24,6 +25,7 @@ from tests.factories import (
     MessageFactory,
     ParticipantFactory,
     PassageFactory,
+    UserFactory,
     WorkflowFactory,
     WorkspaceFactory,
 )
@@ -56,6 +58,8 @@ def workspace_with_everything(staff):
     message.conversation.owner = message.user
     message.conversation.save()
     ParticipantFactory(conversation=message.conversation, user=message.user)
+    reader = UserFactory(bot=bot)
+    MessageFeedback.objects.create(message=message, user=reader, value="positive")
     WorkflowFactory(bot=bot)
     InstallationFactory(bot=bot)
     ChatConnectionFactory(bot=bot)

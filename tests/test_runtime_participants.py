@@ -75,15 +75,15 @@ def test_add_answers_the_user_in_its_runtime_shape(runtime_client, room, bob, bu
     added = participant(committed(lambda: add(runtime_client(), room, bob.id)), 201)
     assert added == runtime_client().get(f"/v1/chat/users/{bob.id}").json()["user"]
     assert Participant.objects.filter(conversation=room, user=bob).exists()
-    assert bus.sent == [
-        (
-            conversation_channel(room.id),
-            {
-                "type": "participant_added",
-                "data": {"conversationId": "room", "participantId": "bob"},
-            },
-        )
-    ]
+    [(channel, said)] = bus.sent
+    assert channel == conversation_channel(room.id)
+    assert said["type"] == "participant_added"
+    assert said["data"]["participant"]["id"] == "bob"
+    assert {**said["data"], "participant": None} == {
+        "conversationId": "room",
+        "participantId": "bob",
+        "participant": None,
+    }
 
 
 def test_adding_someone_already_there_changes_nothing(runtime_client, room, alice, bus, committed):  # noqa: F811

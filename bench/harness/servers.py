@@ -320,13 +320,20 @@ def uvicorn(
 
 @contextlib.contextmanager
 def procfile_web(
-    proj: Project, *, workers: int, env: dict[str, str] | None = None, tree: str = ""
+    proj: Project,
+    *,
+    workers: int,
+    env: dict[str, str] | None = None,
+    tree: str = "",
+    port: int = 0,
 ) -> Iterator[AsgiServer]:
     """The web process exactly as `make run` starts it: platform_site/Procfile's
-    `web:` line, on a free port. `workers` is how many serving processes it
-    is expected to start (platform_site.serve chooses). `tree`: run from
-    that checkout of another commit instead (its code, this project)."""
-    port = free_port()
+    `web:` line, on a free port (or `port`, chosen beforehand when the
+    server must know its own URL: PUBLIC_BASE_URL in `env`). `workers` is how
+    many serving processes it is expected to start (platform_site.serve
+    chooses). `tree`: run from that checkout of another commit instead (its
+    code, this project)."""
+    port = port or free_port()
     line = procfile_command("web")
     log(f"Procfile web: {line} (PORT={port}{f', code of {tree}' if tree else ''})")
     code = {"PYTHONPATH": tree} if tree else {}
