@@ -15,17 +15,19 @@ is gone is replaced by a new one."""
 
 import json
 import logging
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
+from django.db import transaction
 from django.db.models import F
 from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from bots.models import Conversation, User
+from bots.models import Conversation, Message, User
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.live.access import Listener, key_user, rate_limit_check
 from chat.live.bus import conversation_channel, live_bus
@@ -63,6 +65,8 @@ class Start:
     user: User
     key: str
     conversation: Conversation
+    # `init` when the conversation was made just now: nothing of it to read.
+    init: dict[str, Any] | None = None
 
 
 @csrf_exempt  # authenticated by a header, like the rest of the API
@@ -84,13 +88,18 @@ async def webchat_initialize(request: HttpRequest, webhook_id: str) -> HttpRespo
         return error_response(domain_error(refusal))
     listener = start.listener
     # Subscribed before `init` is read: what is published meanwhile is in
-    # both, and the webchat keeps one of each message id.
+    # both, and the webchat keeps one of each message id. A conversation
+    # made by this request has nothing to read and no one to publish to it
+    # yet (the bot learns of it from the webchat's conversation_started,
+    # sent once `init` arrives), so its `init` comes with the start.
     subscription = await live_bus().subscribe(conversation_channel(listener.conversation_id)).open()
-    try:
-        init = await sync_to_async(webchat_init)(start)
-    except BaseException:
-        subscription.close()
-        raise
+    init = start.init
+    if init is None:
+        try:
+            init = await sync_to_async(webchat_init)(start)
+        except BaseException:
+            subscription.close()
+            raise
     response = StreamingHttpResponse(
         listener_stream(
             subscription=subscription,
@@ -132,28 +141,38 @@ def webchat_start(
                 f"Method {method!r} not allowed on initialize: use GET",
                 headers={"Allow": "GET"},
             )
-        if key is None:
-            user, key = _new_user(chat=chat, remote_addr=remote_addr)
-            rate_limit = None
-        else:
-            user = key_user(chat=chat, key=key)
-            rate_limit = rate_limit_check(
-                bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
-            )
-        conversation = _conversation(user=user, chat_id=conversation_chat_id)
+        user_made = key is None
+        # A new user and their conversation in one transaction: one commit.
+        with transaction.atomic() if user_made else nullcontext():
+            if key is None:
+                user, key = _new_user(chat=chat, remote_addr=remote_addr)
+                rate_limit = None
+            else:
+                user = key_user(chat=chat, key=key)
+                rate_limit = rate_limit_check(
+                    bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=user.chat_id
+                )
+            conversation, made = _conversation(user=user, chat_id=conversation_chat_id)
         listener = Listener(
             conversation_id=conversation.id,
             participant_id=user.chat_id,
             workspace_id=chat.bot_workspace_id,
             rate_limit=rate_limit,
         )
-        return Start(listener=listener, user=user, key=key, conversation=conversation)
+        start = Start(listener=listener, user=user, key=key, conversation=conversation)
+        if made:
+            # Its only participant is its maker, and it has no message yet.
+            # A user made now is whole; the key's lookup loads a few fields.
+            shown = user if user_made else User.objects.get(pk=user.pk)
+            init = _init_json(start, user=shown, messages=[], participants=[shown])
+            start = replace(start, init=init)
+        return start
     finally:
         # A stream outlives its lookups by hours: listeners hold no connection.
         database_release()
 
 
-def _conversation(*, user: User, chat_id: str | None) -> Conversation:
+def _conversation(*, user: User, chat_id: str | None) -> tuple[Conversation, bool]:
     """The conversation the webchat resumes, or a new one when it names none
     or one that is gone (deleted by the bot, say): the webchat keeps the id
     it was given and cannot recover from a refusal, it would wait forever.
@@ -161,10 +180,10 @@ def _conversation(*, user: User, chat_id: str | None) -> Conversation:
     refused still."""
     if chat_id is not None:
         try:
-            return chat_conversation_get(user=user, chat_id=chat_id)
+            return chat_conversation_get(user=user, chat_id=chat_id), False
         except NotFound:
             logger.info("webchat: conversation %r is gone, a new one is made", chat_id[:80])
-    return conversation_create(creator=user)
+    return conversation_create(creator=user), True
 
 
 def _new_user(*, chat: ChatConnection, remote_addr: str) -> tuple[User, str]:
@@ -181,20 +200,31 @@ def _new_user(*, chat: ChatConnection, remote_addr: str) -> tuple[User, str]:
 
 
 def webchat_init(start: Start) -> dict[str, Any]:
-    """The `init` message's data: the conversation, its newest messages
-    (newest first), its participants and the user with its key."""
+    """The `init` message's data of a conversation that existed: read."""
     try:
         first_page = PageRequest(size=settings.PAGE_SIZE_DEFAULT, token=None)
         messages = chat_messages_list(
             conversation=start.conversation, page=first_page, reader=start.user
         )
         participants = participants_list(conversation=start.conversation, page=first_page)
-        user = User.objects.get(pk=start.user.pk)
-        return {
-            "conversation": conversation_chat_json(start.conversation),
-            "messages": [message_stream_json(message) for message in messages.items],
-            "participants": [user_chat_json(p.user) for p in participants.items],
-            "user": {**user_chat_json(user), "userKey": start.key},
-        }
+        return _init_json(
+            start,
+            user=User.objects.get(pk=start.user.pk),
+            messages=messages.items,
+            participants=[participant.user for participant in participants.items],
+        )
     finally:
         database_release()
+
+
+def _init_json(
+    start: Start, *, user: User, messages: list[Message], participants: list[User]
+) -> dict[str, Any]:
+    """`init`: the conversation, its newest messages (newest first), its
+    participants and the user with its key."""
+    return {
+        "conversation": conversation_chat_json(start.conversation),
+        "messages": [message_stream_json(message) for message in messages],
+        "participants": [user_chat_json(participant) for participant in participants],
+        "user": {**user_chat_json(user), "userKey": start.key},
+    }
