@@ -92,6 +92,18 @@ STATE_REFUSALS: list[tuple[str | None, str, str, str]] = [
         r"^payload",
         "a payload of the type the message has, which the document cannot say",
     ),
+    (
+        "chatUpdateMessage",
+        "InvalidPayload",
+        r"^payload",
+        "a payload of the type the message has, which the document cannot say",
+    ),
+    (
+        "chatUpdateUser",
+        "InvalidPayload",
+        r"^userData: (The token|At most)",
+        "a token signed with the chat's key (and its claims' size), which no schema can state",
+    ),
 ]
 
 

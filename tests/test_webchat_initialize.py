@@ -157,3 +157,9 @@ def test_init_shows_the_feedback_the_user_gave(server, chat):
     [message] = started(exchange)["messages"]
     assert message["feedback"] == {"value": "positive"}
     exchange.hang_up()
+
+
+def test_an_empty_conversation_id_is_400(server, chat):
+    # Absent, a conversation is made; given, it must be one.
+    answer = initialize(server, chat, key=chat.key(chat.owner), conversation="").answer()
+    assert_error(answer, 400, "InvalidIdentifier")

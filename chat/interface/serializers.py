@@ -27,6 +27,7 @@ from platform_site.api.fields import (
     TagsField,
     TimestampField,
 )
+from platform_site.api.schema import JSON_OBJECT, NO_NUL_PATTERN
 from platform_site.api.serializers import ClosedSerializer
 
 # A RegexValidator, so that the OpenAPI document states the pattern.
@@ -55,7 +56,7 @@ USER_DATA_MAX_BYTES = 8 * 1024
 
 @extend_schema_field(
     {
-        "oneOf": [{"type": "object"}, {"type": "string"}],
+        "oneOf": [{"$ref": JSON_OBJECT}, {"type": "string", "pattern": NO_NUL_PATTERN}],
         "nullable": True,
         "description": (
             "What the official webchat says of its user: an object, or an HS256 JWT signed"
@@ -174,6 +175,18 @@ class ChatMessageUpdateSerializer(ClosedSerializer):
     metadata = JSONObjectField(required=False)
 
 
+@extend_schema_field({"type": "boolean", "enum": [False]})
+class NotIndexedField(StrictBooleanField):
+    """`index`, which the official webchat may send: false only, since the
+    files of a chat's users are not indexed."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        value = super().to_internal_value(data)
+        if value:
+            raise serializers.ValidationError("The files of a chat's users are not indexed.")
+        return False
+
+
 class ChatFileCreateSerializer(ClosedSerializer):
     """POST files, as the official webchat's createFile sends it. Its files
     are not indexed: `index` may only be false."""
@@ -191,7 +204,7 @@ class ChatFileCreateSerializer(ClosedSerializer):
             )
         ],
     )
-    index = StrictBooleanField(required=False, default=False)
+    index = NotIndexedField(required=False, default=False)
     tags = TagsField(required=False, default=dict)
     accessPolicies = serializers.ListField(
         child=StrictChoiceField(choices=ACCESS_POLICIES), required=False, default=list
@@ -203,11 +216,6 @@ class ChatFileCreateSerializer(ClosedSerializer):
         # Read with each body (and the OpenAPI document): it follows the setting.
         fields["size"] = StrictIntegerField(min_value=0, max_value=settings.CHAT_FILE_MAX_SIZE)
         return fields
-
-    def validate_index(self, value: bool) -> bool:
-        if value:
-            raise serializers.ValidationError("The files of a chat's users are not indexed.")
-        return value
 
     def validate_expiresAt(self, value: datetime) -> datetime:  # noqa: N802 - DRF's naming
         if value <= timezone.now():

@@ -76,7 +76,8 @@ async def webchat_initialize(request: HttpRequest, webhook_id: str) -> HttpRespo
             webhook_id=webhook_id,
             method=request.method or "",
             key=request.headers.get("x-user-key"),
-            conversation_chat_id=request.GET.get("conversationId") or None,
+            # Absent: a new conversation; present, it must be one (empty is not).
+            conversation_chat_id=request.GET.get("conversationId"),
             remote_addr=request.META.get("REMOTE_ADDR", ""),
         )
         if not isinstance(request, ASGIRequest):
