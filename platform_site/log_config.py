@@ -91,3 +91,20 @@ def configure(config: dict[str, Any]) -> None:
     (py.warnings) through the same formatter rather than printed raw."""
     logging.config.dictConfig(config)
     logging.captureWarnings(True)
+
+
+class ExpiredWakeups(logging.Filter):
+    """Drops Celery's "Discarding revoked task" line of an expired delivery
+    wake-up (events/engine/wakeups.py). A wake-up expires when no worker
+    took it in time, as happens to every one left in the broker while the
+    workers were stopped: a worker starting after a pause would print
+    thousands. Each is harmless (the claims tick finds what is due on its
+    own); other tasks' lines are kept."""
+
+    WAKE_UP = "events.tasks.wake_deliveries"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Discarding revoked task"):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and args[0] == self.WAKE_UP)

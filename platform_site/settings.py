@@ -555,6 +555,7 @@ LOGGING = {
             "json": LOG_FORMAT == "json",
         }
     },
+    "filters": {"expired_wakeups": {"()": "platform_site.log_config.ExpiredWakeups"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
@@ -576,6 +577,9 @@ LOGGING = {
         # Celery), and each worker process reports its deliveries itself.
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
+        # Expired wake-ups left in the broker while no worker ran: not a
+        # line each when a worker starts (platform_site/log_config.py).
+        "celery.worker.request": {"filters": ["expired_wakeups"]},
     },
 }
 # --- end of Metrics and logs -------------------------------------------------

@@ -497,3 +497,19 @@ def test_a_browser_may_send_and_read_the_request_id(client):
     assert "x-request-id" in preflight["Access-Control-Allow-Headers"]
     answer = client.get("/chat/any-webhook/hello/", HTTP_ORIGIN="https://app.example")
     assert "X-Request-Id" in answer["Access-Control-Expose-Headers"]
+
+
+# --- expired delivery wake-ups ---------------------------------------------------------------
+
+
+def test_an_expired_wake_up_is_discarded_without_a_line_and_other_tasks_keep_theirs():
+    from events.tasks import wake_deliveries
+
+    # As celery.worker.request words it when a worker meets a task past its
+    # expiry (Request.revoked): thousands of wake-ups after a pause.
+    worker_requests = logging.getLogger("celery.worker.request")
+    with capturing() as capture:
+        worker_requests.info("Discarding revoked task: %s[%s]", wake_deliveries.name, "a1")
+        worker_requests.info("Discarding revoked task: %s[%s]", "files.tasks.index_file", "b2")
+    [kept] = capture.of("celery.worker.request")
+    assert kept["message"] == "Discarding revoked task: files.tasks.index_file[b2]"
