@@ -137,7 +137,35 @@ def _bridged(scope: Scope) -> bool:
     return length is None or not length.isdigit() or int(length) <= BRIDGE_BODY_LIMIT
 
 
+async def websocket_refused(scope: Scope, receive: Receive, send: Send) -> None:
+    """A WebSocket upgrade, which no route serves: the one error body (400)
+    through the server's denial response, where Django's handler would fail
+    with a traceback and a 500. A server without the extension closes the
+    handshake (it answers 403)."""
+    # Imported here: DRF and the app's errors load once Django is set up.
+    from platform_site.api import errors
+    from platform_site.api.exception_handler import error_response
+
+    await receive()  # websocket.connect
+    refusal = error_response(
+        errors.InvalidPayload(
+            "This server speaks HTTP only: send the request without `Upgrade: websocket`"
+        )
+    )
+    if "websocket.http.response" not in scope.get("extensions", {}):
+        await send({"type": "websocket.close", "code": 1008})
+        return
+    headers = [(name.lower().encode(), value.encode()) for name, value in refusal.items()]
+    await send(
+        {"type": "websocket.http.response.start", "status": refusal.status_code, "headers": headers}
+    )
+    await send({"type": "websocket.http.response.body", "body": refusal.content})
+
+
 async def application(scope: Scope, receive: Receive, send: Send) -> None:
+    if scope["type"] == "websocket":
+        await websocket_refused(scope, receive, send)
+        return
     if scope["type"] != "http":
         await django_application(scope, receive, send)
         return

@@ -122,3 +122,18 @@ def test_a_bad_host_through_the_server(server):
     [line] = [line for line in log.splitlines() if body["id"] in line]
     assert "[warning  ]" in line and "[platform_site.errors]" in line
     assert f"error_id={body['id']}" in line
+
+
+def test_a_websocket_upgrade_gets_the_error_body_not_a_500(server):
+    answer = send_raw(
+        server,
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\n"
+        b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    assert answer.headers["content-type"] == "application/json"
+    body = assert_error(answer, 400, "InvalidPayload")
+    assert "Upgrade: websocket" in body["message"]
+    log = server.log()
+    assert body["id"] in log
+    assert "Traceback" not in log and "Internal Server Error" not in log
