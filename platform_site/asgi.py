@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from asgiref.sync import ThreadSensitiveContext
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 from django.core.handlers.asgi import ASGIHandler
@@ -27,6 +27,9 @@ from platform_site.wsgi_bridge import Receive, Scope, Send, WsgiBridge, header
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_application = get_asgi_application()
+
+# Once Django is set up: it reads the files app's models.
+from files.upload_admission import is_upload, upload_refusal  # noqa: E402
 
 # Threads that run the synchronous part of every listener's request (the
 # middleware, its lookups), one request at a time each.
@@ -67,19 +70,23 @@ async def _body_withheld() -> Mapping[str, Any]:
 _END_OF_BODY: Mapping[str, Any] = {"type": "http.request", "body": b"", "more_body": False}
 
 
-def body_guard(scope: Scope, receive: Receive) -> Receive:
+def body_guard(scope: Scope, receive: Receive, refusal: Any = None) -> Receive:
     """Django's handler reads the whole body (into a temporary file) before
     any middleware runs, so the body limit is applied here: a body its
     headers condemn is not read at all, and a body is cut where it runs past
     its Content-Length (at once without one). Django then gets an empty body,
     and the refusal in the scope, which BodySizeLimitMiddleware sends back:
     through the middleware, so that the answer carries the CORS headers of a
-    chat route and is logged like any other error."""
+    chat route and is logged like any other error. `refusal` is one found
+    before (an upload its headers condemn: files/upload_admission.py)."""
     content_length = header(scope, b"content-length")
-    refusal = body_refusal(
-        path=scope["path"],
-        content_length=content_length,
-        transfer_encoding=header(scope, b"transfer-encoding") or "",
+    refusal = (
+        body_refusal(
+            path=scope["path"],
+            content_length=content_length,
+            transfer_encoding=header(scope, b"transfer-encoding") or "",
+        )
+        or refusal
     )
     if refusal is not None:
         scope[BODY_REFUSAL] = refusal
@@ -174,7 +181,15 @@ async def application(scope: Scope, receive: Receive, send: Send) -> None:
         return
     # A copy: the server's scope is not ours to mark.
     scope = {**scope}
-    receive = body_guard(scope, receive)
+    refusal = None
+    if is_upload(scope):
+        # Checked from its headers before a byte of its body is read.
+        refusal = await sync_to_async(upload_refusal, thread_sensitive=False)(
+            path=scope["path"],
+            content_length=header(scope, b"content-length"),
+            content_type=header(scope, b"content-type") or "",
+        )
+    receive = body_guard(scope, receive, refusal)
     if _is_listen(scope["path"]):
         await listener_application(scope, receive, send)
     else:

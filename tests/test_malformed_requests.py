@@ -137,3 +137,13 @@ def test_a_websocket_upgrade_gets_the_error_body_not_a_500(server):
     log = server.log()
     assert body["id"] in log
     assert "Traceback" not in log and "Internal Server Error" not in log
+
+
+def test_an_upload_to_a_bogus_url_is_refused_before_its_body_is_read(server):
+    # A gigabyte announced, not a byte of it sent: the refusal comes at once.
+    answer = send_raw(
+        server,
+        b"PUT /v1/uploads/not-a-signed-token HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: text/plain\r\nContent-Length: 1073741824\r\n\r\n",
+    )
+    assert_error(answer, 403, "Forbidden")

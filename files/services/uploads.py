@@ -29,10 +29,7 @@ def file_upload_receive(
     index them when the file asks for it. Bytes that do not match the size
     or type the file announced fail the upload (upload_failed, with the
     reason) and are not kept; the same URL can be used again until it expires."""
-    file = _file_of(grant)
-    problem = _announced_mismatch(file, length=length, content_type=content_type)
-    if problem:
-        _upload_fail(grant, problem)
+    file = file_upload_admit(grant=grant, length=length, content_type=content_type)
     with tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY) as spool:
         received = _copy(body, spool, limit=file.size + 1) if body is not None else 0
         if received != file.size:
@@ -44,6 +41,17 @@ def file_upload_receive(
         spool.seek(0)
         name = blob_save(bot_id=file.bot_id, file_id=file.id, content=spool)
     return _content_replace(grant, name)
+
+
+def file_upload_admit(*, grant: UploadGrant, length: int, content_type: str) -> File:
+    """The file an upload is for, if the request's headers agree with it:
+    checked before a byte of the body is read (files/upload_admission.py).
+    A size or type other than the file announced fails the upload."""
+    file = _file_of(grant)
+    problem = _announced_mismatch(file, length=length, content_type=content_type)
+    if problem:
+        _upload_fail(grant, problem)
+    return file
 
 
 def _file_of(grant: UploadGrant) -> File:
