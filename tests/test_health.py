@@ -59,3 +59,14 @@ def test_healthz_stays_up_when_the_broker_is_unreachable(api_client, settings):
 
 def test_probe_method_not_allowed(api_client):
     assert_error(api_client.post("/healthz", {}, format="json"), 405, "MethodNotFound")
+
+
+def test_an_unavailable_answer_is_one_warning_line_without_a_trace(api_client, settings, caplog):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    with caplog.at_level("INFO", logger="platform_site.errors"):
+        body = assert_error(api_client.get("/readyz"), 503, "Unavailable")
+    [line] = [r for r in caplog.records if r.name == "platform_site.errors"]
+    assert line.levelname == "WARNING"
+    assert line.error_id == body["id"]
+    assert line.exc_info is None
+    assert "The broker is not reachable" in line.getMessage()

@@ -14,6 +14,7 @@ from rest_framework.views import set_rollback
 
 from platform_site import domain_errors
 from platform_site.api import errors
+from platform_site.api.database import database_pool_check
 
 logger = logging.getLogger("platform_site.errors")
 _COMPACT = {"separators": (",", ":")}
@@ -169,12 +170,30 @@ def handle_exception(exc: Exception, context: Mapping[str, Any]) -> Response:
     if error is None:
         error = errors.Internal()
         logger.error("%s unexpected error", error_id, exc_info=exc, extra={"error_id": error_id})
+    elif isinstance(error, errors.Unavailable):
+        # Expected while the database or the broker is away (a restart):
+        # one line with what failed, not a trace per request.
+        cause = exc.__cause__ or exc
+        logger.warning(
+            "%s %s: %s",
+            error_id,
+            error.message,
+            _one_line(cause),
+            extra={"error_id": error_id},
+        )
+        if isinstance(exc, OperationalError) or isinstance(exc.__cause__, OperationalError):
+            database_pool_check()
     elif error.status_code >= 500:
         logger.error("%s %s", error_id, error.message, exc_info=exc, extra={"error_id": error_id})
     else:
         log_client_error(error_id, error)
     set_rollback()
     return Response(error_body(error, error_id), status=error.status_code, headers=error.headers)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())[:300]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def error_response(error: errors.APIError) -> JsonResponse:
