@@ -43,7 +43,10 @@ class IndexingSerializer(ClosedSerializer):
     configuration = IndexingConfigurationSerializer(required=False)
 
 
-class FileUpsertSerializer(ClosedSerializer):
+class FileFieldsSerializer(ClosedSerializer):
+    """What a client says of a file it makes: PUT /v1/files, and the chat
+    interface's POST files (chat.interface.serializers)."""
+
     key = StrictCharField(min_length=1, max_length=FILE_KEY_MAX_LENGTH)
     size = StrictIntegerField(min_value=0)
     contentType = StrictCharField(
@@ -57,15 +60,14 @@ class FileUpsertSerializer(ClosedSerializer):
             )
         ],
     )
-    index = StrictBooleanField(required=False, default=False)
     tags = TagsField(required=False, default=dict)
     accessPolicies = serializers.ListField(
         child=StrictChoiceField(choices=ACCESS_POLICIES), required=False, default=list
     )
-    metadata = JSONObjectField(required=False, default=dict)
     expiresAt = TimestampField(required=False, help_text="Must be in the future")
-    indexing = IndexingSerializer(required=False)
-    publicContentImmediatelyAccessible = StrictBooleanField(required=False, default=False)
+
+    def size_limit(self) -> int:
+        return int(settings.FILE_UPLOAD_MAX_SIZE)
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
@@ -73,7 +75,7 @@ class FileUpsertSerializer(ClosedSerializer):
         # follows the setting.
         fields["size"] = StrictIntegerField(
             min_value=0,
-            max_value=settings.FILE_UPLOAD_MAX_SIZE,
+            max_value=self.size_limit(),
             error_messages={"max_value": "Files are at most {max_value} bytes on this server."},
         )
         return fields
@@ -85,6 +87,13 @@ class FileUpsertSerializer(ClosedSerializer):
         if value <= timezone.now():
             raise serializers.ValidationError("Must be in the future.")
         return value
+
+
+class FileUpsertSerializer(FileFieldsSerializer):
+    index = StrictBooleanField(required=False, default=False)
+    metadata = JSONObjectField(required=False, default=dict)
+    indexing = IndexingSerializer(required=False)
+    publicContentImmediatelyAccessible = StrictBooleanField(required=False, default=False)
 
 
 class PassageMetaSerializer(ClosedSerializer):

@@ -13,9 +13,8 @@ from rest_framework import serializers
 from chat.keys import CHAT_ID_MAX_LENGTH, CHAT_ID_RE
 from chat.message_payloads import MessagePayloadField
 from chat.models import FeedbackValue
-from files.content_types import MEDIA_TYPE_RE
 from files.models import FILE_KEY_MAX_LENGTH
-from files.serializers import ACCESS_POLICIES
+from files.serializers import FileFieldsSerializer
 from platform_site.api.fields import (
     HttpUrlField,
     JSONObjectField,
@@ -24,8 +23,6 @@ from platform_site.api.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictIntegerField,
-    TagsField,
-    TimestampField,
 )
 from platform_site.api.schema import JSON_OBJECT, NO_NUL_PATTERN
 from platform_site.api.serializers import ClosedSerializer
@@ -187,37 +184,13 @@ class NotIndexedField(StrictBooleanField):
         return False
 
 
-class ChatFileCreateSerializer(ClosedSerializer):
-    """POST files, as the official webchat's createFile sends it. Its files
-    are not indexed: `index` may only be false."""
+class ChatFileCreateSerializer(FileFieldsSerializer):
+    """POST files, as the official webchat's createFile sends it: the key is
+    the user's own (chat.services.files), the size at most
+    CHAT_FILE_MAX_SIZE, and `index` false only."""
 
     key = StrictCharField(min_length=1, max_length=CHAT_FILE_KEY_MAX_LENGTH)
-    size = StrictIntegerField(min_value=0)
-    contentType = StrictCharField(
-        required=False,
-        min_length=3,
-        max_length=200,
-        validators=[
-            RegexValidator(
-                rf"^(?:{MEDIA_TYPE_RE})\Z",
-                message="Must be a media type such as text/plain or image/png.",
-            )
-        ],
-    )
     index = NotIndexedField(required=False, default=False)
-    tags = TagsField(required=False, default=dict)
-    accessPolicies = serializers.ListField(
-        child=StrictChoiceField(choices=ACCESS_POLICIES), required=False, default=list
-    )
-    expiresAt = TimestampField(required=False, help_text="Must be in the future")
 
-    def get_fields(self) -> dict[str, serializers.Field]:
-        fields = super().get_fields()
-        # Read with each body (and the OpenAPI document): it follows the setting.
-        fields["size"] = StrictIntegerField(min_value=0, max_value=settings.CHAT_FILE_MAX_SIZE)
-        return fields
-
-    def validate_expiresAt(self, value: datetime) -> datetime:  # noqa: N802 - DRF's naming
-        if value <= timezone.now():
-            raise serializers.ValidationError("Must be in the future.")
-        return value
+    def size_limit(self) -> int:
+        return int(settings.CHAT_FILE_MAX_SIZE)

@@ -8,11 +8,15 @@ conversation, the domain's, as the chat interface's selectors refuse it."""
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db.models import F
+from django.http import StreamingHttpResponse
 
 from bots.models import Conversation, User
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.keys import InvalidUserKey, is_chat_id, user_key_read
+from chat.live.stream import PING, listener_stream
+from chat.live.subscriptions import Subscription
 from chat.models import ChatConnection
 from chat.selectors.participants import not_a_participant, takes_part
 from chat.throttles import chat_policies
@@ -40,18 +44,9 @@ async def listener_admit(
 ) -> Listener:
     """The listener a request stands for, or the error that refuses it."""
     try:
-        chat = (
-            await ChatConnection.objects.filter(webhook_id=webhook_id)
-            .annotate(bot_workspace_id=F("bot__workspace_id"))
-            .afirst()
+        chat, workspace_id = await sync_to_async(stream_chat)(
+            webhook_id=webhook_id, method=method, route="the live stream"
         )
-        if chat is None:
-            raise ResourceNotFound(f"Chat {webhook_id!r} not found")
-        if method != "GET":
-            raise MethodNotFound(
-                f"Method {method!r} not allowed on the live stream: use GET",
-                headers={"Allow": "GET"},
-            )
         user = await sync_to_async(key_user)(chat=chat, key=key)
         # Counted where the other chat routes count: once the key is known good.
         rate_limit = await sync_to_async(rate_limit_check)(
@@ -72,7 +67,7 @@ async def listener_admit(
         return Listener(
             conversation_id=conversation.id,
             participant_id=user.chat_id,
-            workspace_id=chat.bot_workspace_id,
+            workspace_id=workspace_id,
             rate_limit=rate_limit,
         )
     finally:
@@ -87,6 +82,47 @@ def rate_limit_check(*, bot_id: str, remote_addr: str, chat_user_id: str | None)
     if decision is not None and not decision.allowed:
         raise RateLimited.retry_in(decision.retry_after, headers=rate_limit_headers(decision))
     return decision
+
+
+def stream_chat(*, webhook_id: str, method: str, route: str) -> tuple[ChatConnection, str]:
+    """The chat the URL names and its bot's workspace id, for a GET of a
+    stream: 404 when there is none, then 405 for another method."""
+    chat = (
+        ChatConnection.objects.filter(webhook_id=webhook_id)
+        .annotate(bot_workspace_id=F("bot__workspace_id"))
+        .first()
+    )
+    if chat is None:
+        raise ResourceNotFound(f"Chat {webhook_id!r} not found")
+    if method != "GET":
+        raise MethodNotFound(
+            f"Method {method!r} not allowed on {route}: use GET", headers={"Allow": "GET"}
+        )
+    return chat, chat.bot_workspace_id
+
+
+def stream_response(
+    *, listener: Listener, subscription: Subscription, first: bytes = PING
+) -> StreamingHttpResponse:
+    """A listener's stream (chat.live.stream) as the answer: its rate limit
+    headers, and nothing on the way keeping it back."""
+    response = StreamingHttpResponse(
+        listener_stream(
+            subscription=subscription,
+            participant_id=listener.participant_id,
+            workspace_id=listener.workspace_id,
+            heartbeat=settings.LIVE_STREAM_HEARTBEAT,
+            first=first,
+        ),
+        content_type="text/event-stream",
+    )
+    if listener.rate_limit is not None:
+        for name, value in rate_limit_headers(listener.rate_limit).items():
+            response[name] = value
+    response["Cache-Control"] = "no-cache"
+    # nginx and similar proxies: pass each message on as it comes.
+    response["X-Accel-Buffering"] = "no"
+    return response
 
 
 def key_user(*, chat: ChatConnection, key: str | None) -> User:

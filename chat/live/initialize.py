@@ -23,15 +23,14 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
-from django.db.models import F
-from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
 from bots.models import Conversation, Message, User
 from chat.authentication import USER_KEY_CHALLENGE
-from chat.live.access import Listener, key_user, rate_limit_check
+from chat.live.access import Listener, key_user, rate_limit_check, stream_chat, stream_response
 from chat.live.bus import conversation_channel, live_bus
-from chat.live.stream import listener_stream, sse_message
+from chat.live.stream import sse_message
 from chat.models import ChatConnection, UserKeyMode
 from chat.presenters import conversation_chat_json, message_stream_json, user_chat_json
 from chat.selectors.conversations import chat_conversation_get
@@ -43,13 +42,10 @@ from platform_site.api.database import database_release
 from platform_site.api.errors import (
     APIError,
     Internal,
-    MethodNotFound,
-    ResourceNotFound,
     Unauthorized,
 )
 from platform_site.api.exception_handler import domain_error, error_response
 from platform_site.api.pagination import PageRequest
-from platform_site.api.rate_limit import rate_limit_headers
 from platform_site.domain_errors import DomainError, NotFound
 
 logger = logging.getLogger("chat.live")
@@ -101,22 +97,10 @@ async def webchat_initialize(request: HttpRequest, webhook_id: str) -> HttpRespo
         except BaseException:
             subscription.close()
             raise
-    response = StreamingHttpResponse(
-        listener_stream(
-            subscription=subscription,
-            participant_id=listener.participant_id,
-            workspace_id=listener.workspace_id,
-            heartbeat=settings.LIVE_STREAM_HEARTBEAT,
-            first=sse_message(json.dumps({"type": INIT, "data": init}, separators=(",", ":"))),
-        ),
-        content_type="text/event-stream",
+    init_message = json.dumps({"type": INIT, "data": init}, separators=(",", ":"))
+    return stream_response(
+        listener=listener, subscription=subscription, first=sse_message(init_message)
     )
-    if listener.rate_limit is not None:
-        for name, value in rate_limit_headers(listener.rate_limit).items():
-            response[name] = value
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
 
 
 def webchat_start(
@@ -130,18 +114,7 @@ def webchat_start(
     """The user and conversation a request starts with, made when it names
     none, or the error that refuses it."""
     try:
-        chat = (
-            ChatConnection.objects.filter(webhook_id=webhook_id)
-            .annotate(bot_workspace_id=F("bot__workspace_id"))
-            .first()
-        )
-        if chat is None:
-            raise ResourceNotFound(f"Chat {webhook_id!r} not found")
-        if method != "GET":
-            raise MethodNotFound(
-                f"Method {method!r} not allowed on initialize: use GET",
-                headers={"Allow": "GET"},
-            )
+        chat, workspace_id = stream_chat(webhook_id=webhook_id, method=method, route="initialize")
         user_made = key is None
         # A new user and their conversation in one transaction: one commit.
         with transaction.atomic() if user_made else nullcontext():
@@ -157,7 +130,7 @@ def webchat_start(
         listener = Listener(
             conversation_id=conversation.id,
             participant_id=user.chat_id,
-            workspace_id=chat.bot_workspace_id,
+            workspace_id=workspace_id,
             rate_limit=rate_limit,
         )
         start = Start(listener=listener, user=user, key=key, conversation=conversation)

@@ -7,17 +7,14 @@ coroutine, not a worker: it runs under the ASGI application
 
 import logging
 
-from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpRequest, HttpResponseBase, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.live.access import listener_admit
+from chat.live.access import listener_admit, stream_response
 from chat.live.bus import conversation_channel, live_bus
-from chat.live.stream import listener_stream
 from platform_site.api.errors import APIError, Internal
 from platform_site.api.exception_handler import domain_error, error_response
-from platform_site.api.rate_limit import rate_limit_headers
 from platform_site.domain_errors import DomainError
 
 logger = logging.getLogger("chat.live")
@@ -47,19 +44,4 @@ async def conversation_listen(
     # Subscribed before answering: nothing published once the client has the
     # first bytes is missed.
     subscription = await live_bus().subscribe(conversation_channel(listener.conversation_id)).open()
-    response = StreamingHttpResponse(
-        listener_stream(
-            subscription=subscription,
-            participant_id=listener.participant_id,
-            workspace_id=listener.workspace_id,
-            heartbeat=settings.LIVE_STREAM_HEARTBEAT,
-        ),
-        content_type="text/event-stream",
-    )
-    if listener.rate_limit is not None:
-        for name, value in rate_limit_headers(listener.rate_limit).items():
-            response[name] = value
-    response["Cache-Control"] = "no-cache"
-    # nginx and similar proxies: pass each message on as it comes.
-    response["X-Accel-Buffering"] = "no"
-    return response
+    return stream_response(listener=listener, subscription=subscription)
