@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
+from django.utils.encoding import escape_uri_path
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from platform_site import metrics
@@ -49,11 +50,16 @@ def route_of(request: HttpRequest) -> str:
 
 def logged_path(request: HttpRequest) -> str:
     """The path as the access line gives it: a signed upload or download URL
-    is a credential, so its signature stays out of the log."""
+    is a credential, so its signature stays out of the log; anything but
+    printable ASCII is percent-encoded, as the client sent it, so that the
+    line's message and its `path` field agree and a decoded line break
+    cannot start a forged line."""
     path = request.path
     for prefix in (settings.FILE_UPLOAD_PATH, settings.FILE_DOWNLOAD_PATH):
         if path.startswith(prefix):
             return prefix + "…"
+    if not (path.isascii() and path.isprintable()):
+        return escape_uri_path(path)
     return path
 
 

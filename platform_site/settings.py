@@ -255,6 +255,24 @@ RUNTIME_BODY_LIMIT = 1024 * 1024
 ADMIN_BODY_LIMIT = 50 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = ADMIN_BODY_LIMIT
 
+# What the web server (platform_site/http_protocol.py) takes from a client
+# before a view sees the request, so that the service is safe without a proxy
+# in front. A request's head (request line and headers, in bytes as sent):
+# at most HTTP_MAX_HEADER_BYTES (431 above), HTTP_MAX_HEADERS header lines
+# (431) and a target of HTTP_MAX_REQUEST_LINE bytes (414). Time: the head must
+# arrive within HTTP_HEADERS_TIMEOUT seconds of its first byte, and a body
+# must keep coming: a silence of HTTP_BODY_TIMEOUT seconds, or less than
+# HTTP_BODY_MIN_RATE bytes a second on average past that grace, is answered
+# 408. A connection idle between requests (or before its first) is closed
+# after HTTP_KEEP_ALIVE_TIMEOUT seconds.
+HTTP_MAX_HEADER_BYTES = env.int("HTTP_MAX_HEADER_BYTES", default=32 * 1024)
+HTTP_MAX_HEADERS = env.int("HTTP_MAX_HEADERS", default=100)
+HTTP_MAX_REQUEST_LINE = env.int("HTTP_MAX_REQUEST_LINE", default=8 * 1024)
+HTTP_HEADERS_TIMEOUT = env.float("HTTP_HEADERS_TIMEOUT", default=10.0)
+HTTP_BODY_TIMEOUT = env.float("HTTP_BODY_TIMEOUT", default=20.0)
+HTTP_BODY_MIN_RATE = env.int("HTTP_BODY_MIN_RATE", default=1024)
+HTTP_KEEP_ALIVE_TIMEOUT = env.float("HTTP_KEEP_ALIVE_TIMEOUT", default=5.0)
+
 REST_FRAMEWORK = {
     # Deny by default: a view that names no authenticator and permission gets none.
     "DEFAULT_AUTHENTICATION_CLASSES": [],

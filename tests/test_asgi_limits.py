@@ -189,14 +189,14 @@ def test_a_refusal_is_logged_with_its_error_id(caplog):
     assert any(error_id in record.getMessage() for record in caplog.records)
 
 
-def test_a_chunked_body_is_400_without_a_byte_read():
+def test_a_chunked_body_is_411_without_a_byte_read():
     done = exchange(
         "POST",
         EVENTS,
         headers={"transfer-encoding": "chunked", "content-type": "application/json"},
         parts=oversize_parts(),
     )
-    body = assert_error(done.answer(), 400, "InvalidPayload")
+    body = assert_error(done.answer(), 411, "InvalidPayload")
     assert "Content-Length" in body["message"]
     assert done.taken == 0
 
@@ -225,13 +225,13 @@ def test_the_admin_api_takes_up_to_fifty_megabytes():
 # --- held to its announced length as it comes ------------------------------------------
 
 
-def test_a_body_without_a_length_is_400_at_its_first_part():
+def test_a_body_without_a_length_is_411_at_its_first_part():
     # HTTP/2 allows it; the views read Content-Length bytes, so they would
     # take it for an empty body.
     done = exchange(
         "POST", EVENTS, headers={"content-type": "application/json"}, parts=oversize_parts()
     )
-    body = assert_error(done.answer(), 400, "InvalidPayload")
+    body = assert_error(done.answer(), 411, "InvalidPayload")
     assert "Content-Length" in body["message"]
     assert done.taken == 1
 

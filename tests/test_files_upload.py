@@ -443,11 +443,11 @@ def test_body_over_the_maximum_is_413_before_it_is_read(client, settings, file_s
     assert stored_blobs(file_storage) == {}
 
 
-def test_chunked_body_is_400(client, pending, file_storage):
+def test_chunked_body_is_411(client, pending, file_storage):
     response = put_bytes(
         pending["uploadUrl"], b"hello", "text/plain", HTTP_TRANSFER_ENCODING="chunked"
     )
-    error = assert_error(response, 400, "InvalidPayload")
+    error = assert_error(response, 411, "InvalidPayload")
     assert "Content-Length" in error["message"]
     assert read(client, pending["id"])["status"] == "upload_pending"
     assert stored_blobs(file_storage) == {}

@@ -3,18 +3,16 @@ that is not served (Django), and a request that does not parse as HTTP
 (uvicorn, with the protocol platform_site/Procfile selects). A bad Host is
 one line in the log, at WARNING."""
 
-import json
 import logging
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import assert_error
-from tests.servers import READ_TIMEOUT, Server
+from tests.raw_http import send_raw
+from tests.servers import Server
 
 
 def test_a_bad_host_is_400_and_one_line_at_warning(api_client, caplog):
@@ -44,42 +42,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield started
     finally:
         started.stop()
-
-
-class RawAnswer:
-    def __init__(self, raw: bytes) -> None:
-        head, _, self.content = raw.partition(b"\r\n\r\n")
-        status_line, *lines = head.decode("latin-1").split("\r\n")
-        self.status_code = int(status_line.split()[1])
-        self.headers = {
-            name.strip().lower(): value.strip()
-            for name, value in (line.split(":", 1) for line in lines)
-        }
-        if self.headers.get("transfer-encoding") == "chunked":
-            self.content = self._unchunked(self.content)
-
-    @staticmethod
-    def _unchunked(content: bytes) -> bytes:
-        body = b""
-        while True:
-            size_line, _, content = content.partition(b"\r\n")
-            size = int(size_line, 16)
-            if not size:
-                return body
-            body, content = body + content[:size], content[size + 2 :]
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-
-def send_raw(server: Server, request: bytes) -> RawAnswer:
-    """Send bytes as they are; read until the server closes the connection."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=READ_TIMEOUT) as client:
-        client.sendall(request)
-        received = b""
-        while chunk := client.recv(65536):
-            received += chunk
-    return RawAnswer(received)
 
 
 @pytest.mark.parametrize(

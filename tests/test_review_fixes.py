@@ -51,7 +51,7 @@ def test_a_chunked_body_is_refused_with_a_clear_message(runtime_client):
         content_type="application/json",
         HTTP_TRANSFER_ENCODING="chunked",
     )
-    body = assert_error(response, 400, "InvalidPayload")
+    body = assert_error(response, 411, "InvalidPayload")
     assert "Content-Length" in body["message"]
 
 

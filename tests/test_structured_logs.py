@@ -237,7 +237,17 @@ def test_a_line_break_in_the_path_stays_inside_its_json_line(captured):
     lines = captured.lines()
     assert len(lines) == len(captured.records) == 2
     [access] = captured.of(ACCESS)
-    assert access["path"] == "/x\nforged"
+    assert access["path"] == "/x%0Aforged"
+    assert access["message"] == "GET /x%0Aforged 404"
+
+
+@pytest.mark.django_db
+def test_the_access_line_gives_a_unicode_path_percent_encoded_in_message_and_field():
+    with capturing(json=False) as captured:
+        APIClient().get("/v1/caf%C3%A9")
+    [line] = [line for line in captured.text().splitlines() if "platform_site.access" in line]
+    assert "GET /v1/caf%C3%A9 404" in line and "path=/v1/caf%C3%A9" in line
+    assert "café" not in line
 
 
 # --- tracebacks ----------------------------------------------------------------------------

@@ -337,10 +337,10 @@ def test_the_bridge_itself_refuses_a_body_over_the_limit_without_reading_it(bot,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_chunked_body_is_400_without_being_read(bot):
+def test_a_chunked_body_is_411_without_being_read(bot):
     headers = [*runtime_headers(bot), ("transfer-encoding", "chunked")]
     done = exchange("POST", EVENTS, headers=headers, parts=[EVENT])
-    error = assert_error(done.answer(), 400, "InvalidPayload")
+    error = assert_error(done.answer(), 411, "InvalidPayload")
     assert "Chunked" in error["message"]
     assert done.taken == 0
     assert not Event.objects.exists()

@@ -32,8 +32,9 @@ def body_refusal(
     if "chunked" in transfer_encoding.lower():
         # Views read Content-Length bytes (Django under WSGI, DRF under
         # either server): a chunked body would reach them empty, and be
-        # blamed for missing fields.
-        return errors.InvalidPayload(
+        # blamed for missing fields. 411, as HTTP says for a server that
+        # wants the length first.
+        return errors.LengthRequired(
             "Chunked request bodies are not supported: send Content-Length"
         )
     try:
@@ -53,5 +54,5 @@ def body_overrun(*, content_length: str | None) -> errors.APIError:
     it: none without Content-Length (an HTTP/2 body may come without), which
     views would read as empty."""
     if content_length is None:
-        return errors.InvalidPayload("A request body needs a Content-Length header")
+        return errors.LengthRequired()
     return errors.InvalidPayload("The request body is longer than its Content-Length")

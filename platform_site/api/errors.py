@@ -39,6 +39,19 @@ class InvalidIdentifier(APIError):
     default_message = "The identifier in the path is invalid"
 
 
+class RequestTimeout(InvalidPayload):
+    """The request did not arrive in time (its headers, or its body): 408,
+    typed as the contract's nearest kind."""
+
+    status_code = 408
+    default_message = "The request did not arrive in time"
+
+
+class LengthRequired(InvalidPayload):
+    status_code = 411
+    default_message = "A request body needs a Content-Length header"
+
+
 class ReferenceNotFound(APIError):
     status_code = 400
     type = "ReferenceNotFound"
@@ -92,6 +105,16 @@ class PayloadTooLarge(APIError):
     status_code = 413
     type = "PayloadTooLarge"
     default_message = "The request body is too large"
+
+
+class UriTooLong(PayloadTooLarge):
+    status_code = 414
+    default_message = "The request target is too long"
+
+
+class HeadersTooLarge(PayloadTooLarge):
+    status_code = 431
+    default_message = "The request headers are too large"
 
 
 class UnsupportedMediaType(APIError):
