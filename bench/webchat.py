@@ -139,16 +139,22 @@ def platform() -> Iterator[Platform]:
 
 
 def limits_checked(plat: Platform) -> list[str]:
-    """The demo workspace's chat limits (address: initialize without a key
-    counts against it; user) are out of reach, as the harness sets them."""
+    """The demo workspace's chat limits (address, and the users made from an
+    address and for the bot: initialize without a key counts against them;
+    user) are out of reach, as the harness sets them."""
     values = plat.proj.scalar(
         "SELECT json_build_array(s.chat_address_rate_limit_per_minute, "
+        "s.chat_address_user_creation_rate_limit_per_minute, "
+        "s.chat_user_creation_rate_limit_per_hour, "
         "s.chat_user_rate_limit_per_minute) FROM bots_workspacesettings s "
         "JOIN bots_bot b ON b.workspace_id = s.workspace_id WHERE b.id = %s",
         (plat.proj.demo["botId"],),
     )
     if min(values) < HIGH_LIMIT:
-        return [f"the demo workspace's chat limits (address, user) are {values}: not out of reach"]
+        return [
+            "the demo workspace's chat limits (address, users made from an address, "
+            f"users made for the bot, user) are {values}: not out of reach"
+        ]
     return []
 
 

@@ -12,6 +12,8 @@ from bots.credential_cache import CredentialCache
 from bots.models import AccessToken, Bot, Workspace
 from bots.models.workspace_settings import (
     default_chat_address_rate_limit,
+    default_chat_address_user_creation_rate_limit,
+    default_chat_user_creation_rate_limit,
     default_chat_user_rate_limit,
     default_rate_limit,
 )
@@ -24,9 +26,18 @@ class WorkspaceLimits:
     per_minute: int
     chat_user_per_minute: int
     chat_address_per_minute: int
+    # Chat users made: from one address a minute; for each bot an hour.
+    chat_address_user_creations_per_minute: int
+    chat_user_creations_per_hour: int
 
 
-_DEFAULTS = (default_rate_limit, default_chat_user_rate_limit, default_chat_address_rate_limit)
+_DEFAULTS = (
+    default_rate_limit,
+    default_chat_user_rate_limit,
+    default_chat_address_rate_limit,
+    default_chat_address_user_creation_rate_limit,
+    default_chat_user_creation_rate_limit,
+)
 
 # Keyed by (model, id): what the lookup reads by.
 _limits: CredentialCache[WorkspaceLimits] = CredentialCache("rate limits")
@@ -45,6 +56,8 @@ def _lookup(model: type[Model], pk: str, workspace_path: str) -> WorkspaceLimits
                 f"{settings_path}rate_limit_per_minute",
                 f"{settings_path}chat_user_rate_limit_per_minute",
                 f"{settings_path}chat_address_rate_limit_per_minute",
+                f"{settings_path}chat_address_user_creation_rate_limit_per_minute",
+                f"{settings_path}chat_user_creation_rate_limit_per_hour",
             )
             .first()
         )

@@ -429,6 +429,19 @@ IDEMPOTENCY_KEY_TTL_HOURS = env.float("IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
 IDEMPOTENCY_PURGE_INTERVAL = env.float("IDEMPOTENCY_PURGE_INTERVAL", default=3600.0)
 IDEMPOTENCY_PURGE_BATCH = env.int("IDEMPOTENCY_PURGE_BATCH", default=5000)
 
+# A user the chat interface made for a client without a key (POST users) that
+# never took part in a conversation is deleted once older than this many days,
+# if nothing refers to it (chat/services/user_purge.py): its key then gets a
+# 401 and the client makes a new user. Looked for this often (seconds), this
+# many deleted per transaction.
+CHAT_ANONYMOUS_USER_MAX_AGE_DAYS = env.float("CHAT_ANONYMOUS_USER_MAX_AGE_DAYS", default=7.0)
+CHAT_ANONYMOUS_USER_PURGE_INTERVAL = env.float("CHAT_ANONYMOUS_USER_PURGE_INTERVAL", default=3600.0)
+CHAT_ANONYMOUS_USER_PURGE_BATCH = env.int("CHAT_ANONYMOUS_USER_PURGE_BATCH", default=1000)
+if CHAT_ANONYMOUS_USER_MAX_AGE_DAYS <= 0:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("CHAT_ANONYMOUS_USER_MAX_AGE_DAYS must be more than 0")
+
 # The beat schedule lives here and nowhere else.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "requeue-stalled-indexing": {
@@ -450,6 +463,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "bots.tasks.purge_expired_idempotency_keys",
         "schedule": IDEMPOTENCY_PURGE_INTERVAL,
         "options": {"expires": IDEMPOTENCY_PURGE_INTERVAL},
+    },
+    "purge-stale-chat-users": {
+        "task": "chat.tasks.purge_stale_chat_users",
+        "schedule": CHAT_ANONYMOUS_USER_PURGE_INTERVAL,
+        "options": {"expires": CHAT_ANONYMOUS_USER_PURGE_INTERVAL},
     },
 }
 
@@ -506,6 +524,21 @@ TOKEN_RATE_LIMIT_PER_MINUTE = env.int("TOKEN_RATE_LIMIT_PER_MINUTE", default=300
 WORKSPACE_RATE_LIMIT_PER_MINUTE = env.int("WORKSPACE_RATE_LIMIT_PER_MINUTE", default=600)
 CHAT_USER_RATE_LIMIT_PER_MINUTE = env.int("CHAT_USER_RATE_LIMIT_PER_MINUTE", default=120)
 CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE = env.int("CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE", default=600)
+# The chat interface makes users for clients that show no credential (POST
+# users, the webchat's initialize without a key) and for signed keys naming
+# nobody yet (users/get-or-create). Each such request also counts against
+# two limits of its own (defaults a new workspace starts with): users made a
+# minute from one client address, tight because a browser needs one user and
+# keeps its key, so 10 leaves room for a few people behind one NAT where the
+# general 600 let one address make 864,000 a day; and users made an hour for
+# each bot whatever the address, which bounds the rows many addresses together
+# can add (a burst of the limit, then one every 3600 / limit seconds).
+CHAT_ADDRESS_USER_CREATION_RATE_LIMIT_PER_MINUTE = env.int(
+    "CHAT_ADDRESS_USER_CREATION_RATE_LIMIT_PER_MINUTE", default=10
+)
+CHAT_USER_CREATION_RATE_LIMIT_PER_HOUR = env.int(
+    "CHAT_USER_CREATION_RATE_LIMIT_PER_HOUR", default=1000
+)
 
 # What a bearer token, a chat webhook id or a user key stands for is cached in
 # each process (bots/credential_cache.py) for at most this many seconds, and

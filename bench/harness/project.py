@@ -35,7 +35,8 @@ CHAT_REDIS_URL = os.environ.get("BENCH_CHAT_REDIS_URL", "redis://127.0.0.1:6379/
 # rate limiter on (RATE_LIMIT_ENABLED's default), but with every quota far
 # above the load it generates, so that nothing is refused: the deployment's
 # default quotas (a workspace's tokens together, one token, one chat user, one
-# client address) are raised in every process of every project, the demo
+# client address, chat users made from one address and for one bot: a burst of
+# 10,000,000 an hour) are raised in every process of every project, the demo
 # workspace's settings made with them by seed_demo. protection.py sets its
 # own limits on top of these (api.set_limits). "Out of reach": a request
 # every 6 µs. (A limit over 60,000,000 a minute makes rate_limit's interval
@@ -48,6 +49,8 @@ RATE_LIMITS_OUT_OF_REACH = {
         "TOKEN_RATE_LIMIT_PER_MINUTE",
         "CHAT_USER_RATE_LIMIT_PER_MINUTE",
         "CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE",
+        "CHAT_ADDRESS_USER_CREATION_RATE_LIMIT_PER_MINUTE",
+        "CHAT_USER_CREATION_RATE_LIMIT_PER_HOUR",
     )
 }
 

@@ -31,6 +31,11 @@ class User(models.Model):
     integration = models.ForeignKey(
         IntegrationInstallation, on_delete=models.SET_NULL, null=True, blank=True
     )
+    # Made for a chat client that showed no credential (POST users) and in no
+    # conversation since: deleted once stale if nothing refers to it
+    # (chat/services/user_purge.py). Cleared for good when they create or
+    # join one, in the transaction that does.
+    purgeable = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -39,7 +44,13 @@ class User(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["bot", "chat_id"], name="user_chat_id_unique"),
         ]
-        indexes = [models.Index(fields=["bot", "id"], name="user_list_idx")]
+        indexes = [
+            models.Index(fields=["bot", "id"], name="user_list_idx"),
+            # What the purge looks through: only users who may go, oldest first.
+            models.Index(
+                fields=["created_at"], name="user_purgeable_idx", condition=models.Q(purgeable=True)
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name or self.id

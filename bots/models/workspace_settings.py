@@ -27,6 +27,14 @@ def default_chat_address_rate_limit() -> int:
     return int(settings.CHAT_ADDRESS_RATE_LIMIT_PER_MINUTE)
 
 
+def default_chat_address_user_creation_rate_limit() -> int:
+    return int(settings.CHAT_ADDRESS_USER_CREATION_RATE_LIMIT_PER_MINUTE)
+
+
+def default_chat_user_creation_rate_limit() -> int:
+    return int(settings.CHAT_USER_CREATION_RATE_LIMIT_PER_HOUR)
+
+
 class WorkspaceSettings(models.Model):
     """What staff tune per workspace. Every workspace has one (made with it)."""
 
@@ -62,6 +70,23 @@ class WorkspaceSettings(models.Model):
         help_text=(
             "Requests a minute one client address may make to the chat interface of "
             "the workspace's bots (users it creates and their requests included)."
+        ),
+    )
+    chat_address_user_creation_rate_limit_per_minute = models.PositiveIntegerField(
+        default=default_chat_address_user_creation_rate_limit,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Chat users one client address may have made a minute through the chat "
+            "interface of the workspace's bots (on top of its requests' limit)."
+        ),
+    )
+    chat_user_creation_rate_limit_per_hour = models.PositiveIntegerField(
+        default=default_chat_user_creation_rate_limit,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Chat users each bot of the workspace may have made an hour through its chat "
+            "interface, whatever the address: POST users, the webchat's initialize without "
+            "a key, users/get-or-create of a new user."
         ),
     )
     updated_at = models.DateTimeField(auto_now=True)

@@ -16,9 +16,11 @@ SETTINGS_FIELDS = (
     "rate_limit_per_minute",
     "chat_user_rate_limit_per_minute",
     "chat_address_rate_limit_per_minute",
+    "chat_address_user_creation_rate_limit_per_minute",
+    "chat_user_creation_rate_limit_per_hour",
 )
 # What requests read from the settings through bots/rate_limits.py.
-_RATE_LIMIT_FIELDS = {name for name in SETTINGS_FIELDS if name.endswith("rate_limit_per_minute")}
+_RATE_LIMIT_FIELDS = {name for name in SETTINGS_FIELDS if "rate_limit_per_" in name}
 
 
 def settings_fields(record: WorkspaceSettings) -> dict[str, Any]:

@@ -75,9 +75,16 @@ async def listener_admit(
         await sync_to_async(database_release)()
 
 
-def rate_limit_check(*, bot_id: str, remote_addr: str, chat_user_id: str | None) -> Decision | None:
+def rate_limit_check(
+    *, bot_id: str, remote_addr: str, chat_user_id: str | None, creates_user: bool = False
+) -> Decision | None:
     decision = rate_limit_hit(
-        chat_policies(bot_id=bot_id, remote_addr=remote_addr, chat_user_id=chat_user_id)
+        chat_policies(
+            bot_id=bot_id,
+            remote_addr=remote_addr,
+            chat_user_id=chat_user_id,
+            creates_user=creates_user,
+        )
     )
     if decision is not None and not decision.allowed:
         raise RateLimited.retry_in(decision.retry_after, headers=rate_limit_headers(decision))

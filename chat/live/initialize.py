@@ -46,6 +46,7 @@ from platform_site.api.errors import (
 )
 from platform_site.api.exception_handler import domain_error, error_response
 from platform_site.api.pagination import PageRequest
+from platform_site.api.rate_limit import Decision
 from platform_site.domain_errors import DomainError, NotFound
 
 logger = logging.getLogger("chat.live")
@@ -119,8 +120,7 @@ def webchat_start(
         # A new user and their conversation in one transaction: one commit.
         with transaction.atomic() if user_made else nullcontext():
             if key is None:
-                user, key = _new_user(chat=chat, remote_addr=remote_addr)
-                rate_limit = None
+                user, key, rate_limit = _new_user(chat=chat, remote_addr=remote_addr)
             else:
                 user = key_user(chat=chat, key=key)
                 rate_limit = rate_limit_check(
@@ -160,17 +160,22 @@ def _conversation(*, user: User, chat_id: str | None) -> tuple[Conversation, boo
     return conversation_create(creator=user), True
 
 
-def _new_user(*, chat: ChatConnection, remote_addr: str) -> tuple[User, str]:
+def _new_user(*, chat: ChatConnection, remote_addr: str) -> tuple[User, str, Decision | None]:
     """A user made for a browser that has no key yet, as POST users makes
-    one: counted against the client's address first."""
+    one: counted first against the client's address and the limits on users
+    made, and where that left them. Not purgeable: its conversation is made
+    with it."""
     if chat.user_key_mode == UserKeyMode.MANUAL:
         raise Unauthorized(
             "This chat does not issue user keys: its operator signs them. "
             "Send the key you were given in the x-user-key header",
             headers={"WWW-Authenticate": USER_KEY_CHALLENGE},
         )
-    rate_limit_check(bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=None)
-    return chat_user_create(connection=chat)
+    rate_limit = rate_limit_check(
+        bot_id=chat.bot_id, remote_addr=remote_addr, chat_user_id=None, creates_user=True
+    )
+    user, key = chat_user_create(connection=chat)
+    return user, key, rate_limit
 
 
 def webchat_init(start: Start) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from chat.live.publish import stream_publish
 from chat.presenters import participant_stream_json
 from chat.selectors.conversations import chat_conversation_find, conversation_get
 from chat.services.get_or_create import tagged_get_or_create
+from chat.services.user_purge import user_engaged
 from platform_site.api.ids import new_id
 from platform_site.api.tags import TagMatch, tags_changed
 from platform_site.domain_errors import AlreadyExists, NotPermitted
@@ -20,6 +21,7 @@ from platform_site.domain_errors import AlreadyExists, NotPermitted
 def conversation_create(*, creator: User, chat_id: str | None = None) -> Conversation:
     """A conversation whose creator is its owner and first participant;
     AlreadyExists when the chosen chat id is taken (also by a racing request)."""
+    user_engaged(user=creator)
     conversation_id = new_id("conv")
     try:
         with transaction.atomic():

@@ -12,6 +12,7 @@ from chat.presenters import participant_added_stream_json, participant_stream_js
 from chat.selectors.participants import chat_participant_get, not_taking_part
 from chat.selectors.users import chat_user_find
 from chat.services.conversations import owner_only
+from chat.services.user_purge import user_engaged
 from platform_site.domain_errors import MissingReference, NotPermitted
 
 
@@ -45,7 +46,9 @@ def chat_participant_remove(*, actor: User, conversation: Conversation, chat_use
 
 def participant_add(*, conversation: Conversation, user: User) -> bool:
     """Add a user of the conversation's bot to it; adding one already there
-    changes nothing. Whether they were added; listeners hear of it."""
+    changes nothing. Whether they were added; listeners hear of it. (In a
+    transaction: user_engaged holds a purgeable user until it ends.)"""
+    user_engaged(user=user)
     _, added = Participant.objects.get_or_create(conversation=conversation, user=user)
     if added:
         stream_publish(

@@ -38,7 +38,13 @@ def _user_insert(
 
 
 def _chat_user_insert(
-    *, connection: ChatConnection, chat_id: str | None, name: str, picture_url: str, profile: str
+    *,
+    connection: ChatConnection,
+    chat_id: str | None,
+    name: str,
+    picture_url: str,
+    profile: str,
+    purgeable: bool = False,
 ) -> User | None:
     """The new user, or None when the chosen chat id is taken (also by a
     request racing this one)."""
@@ -50,6 +56,7 @@ def _chat_user_insert(
                 name=name,
                 picture_url=picture_url,
                 profile=profile,
+                purgeable=purgeable,
             )
     except IntegrityError:
         return None
@@ -62,11 +69,19 @@ def chat_user_create(
     name: str = "",
     picture_url: str = "",
     profile: str = "",
+    purgeable: bool = False,
 ) -> tuple[User, str]:
     """A user of the connection's bot and a key for it; AlreadyExists when
-    the chosen chat id is taken."""
+    the chosen chat id is taken. `purgeable` for a client that showed no
+    credential and has no conversation yet: deleted once stale if it never
+    takes part in one (chat/services/user_purge.py)."""
     user = _chat_user_insert(
-        connection=connection, chat_id=chat_id, name=name, picture_url=picture_url, profile=profile
+        connection=connection,
+        chat_id=chat_id,
+        name=name,
+        picture_url=picture_url,
+        profile=profile,
+        purgeable=purgeable,
     )
     if user is None:
         raise AlreadyExists(f"User {chat_id!r} already exists")

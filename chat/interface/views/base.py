@@ -29,6 +29,11 @@ class ChatViewSet(ApiViewSet):
         request.chat_connection = connection  # type: ignore[attr-defined]
         super().initial(request, *args, **kwargs)
 
+    def creates_chat_user(self, request: Request) -> bool:
+        """Whether the request, authenticated, may make a chat user: it then
+        counts against the limits on users made too (chat/throttles.py)."""
+        return False
+
 
 class HelloViewSet(ChatViewSet):
     authentication_classes = []

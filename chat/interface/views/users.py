@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from bots.idempotency import idempotent_create
 from bots.models import User
 from chat.authentication import USER_KEY_CHALLENGE
+from chat.credentials import chat_user_for_key
 from chat.interface.serializers import (
     UserCreateSerializer,
     UserKeySerializer,
@@ -89,6 +90,16 @@ class UserViewSet(ChatViewSet):
         "key": [IsChatAdmin],
     }
 
+    def creates_chat_user(self, request: Request) -> bool:
+        # `key` makes none: the user of its key is made by get-or-create.
+        if self.action == "create":
+            return True
+        if self.action == "get_or_create":
+            holder = signed_key_holder(request)
+            user = chat_user_for_key(connection=holder.connection, chat_user_id=holder.chat_user_id)
+            return user is None
+        return False
+
     @extend_schema(
         summary="Create a user and its key",
         operation_id="chatCreateUser",
@@ -102,7 +113,10 @@ class UserViewSet(ChatViewSet):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         user, key = chat_user_create(
-            connection=chat_connection(request), chat_id=data.get("id"), **_profile(data)
+            connection=chat_connection(request),
+            chat_id=data.get("id"),
+            purgeable=True,
+            **_profile(data),
         )
         return Response({"user": user_chat_json(user), "key": key}, status=201)
 
