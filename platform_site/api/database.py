@@ -1,4 +1,5 @@
-"""The database connection of a request that outlives its queries."""
+"""The database connection of a request that outlives its queries, and of
+one a database restart broke."""
 
 import logging
 
@@ -29,3 +30,24 @@ def database_pool_check() -> None:
         pool.check()
     except Exception:  # the database still away: the next request tries again
         logger.debug("checking the pool's connections failed", exc_info=True)
+
+
+def database_broken_connection_dropped() -> bool:
+    """After an OperationalError on this thread's connection: whether it was
+    one the server had closed (a restart since it was last used: the pool
+    hands out its idle connections unchecked), now given back, which the pool
+    discards, and the pool's other idle connections checked. A query may then
+    be tried once more, on a connection that works if the database does.
+
+    False, and nothing done, when the thread got no connection at all (the
+    database away, or the pool out of connections for DATABASE_POOL_TIMEOUT:
+    trying again would only wait as long again), when the connection is not
+    broken (the query itself failed), or inside a transaction (a test's),
+    whose connection is not ours to close."""
+    raw = connection.connection
+    if connection.in_atomic_block or raw is None or not getattr(raw, "broken", False):
+        return False
+    connection.close()
+    database_pool_check()
+    logger.info("A database connection broken since it was last used was dropped")
+    return True
