@@ -481,6 +481,9 @@ LIVE_STREAM_REDIS_URL = env.str(
     "LIVE_STREAM_REDIS_URL",
     default=CELERY_BROKER_URL if CELERY_BROKER_URL.startswith(("redis://", "rediss://")) else "",
 )
+# Where web processes wake the workers' delivery engines (events/engine/wakeups.py):
+# a Redis list; empty, a Celery task through the broker.
+EVENT_WAKE_REDIS_URL = env.str("EVENT_WAKE_REDIS_URL", default=LIVE_STREAM_REDIS_URL)
 # Seconds of silence after which a listener gets a ping: clients drop a stream
 # that is silent for 60 s, and the contract promises one at least every 30 s.
 LIVE_STREAM_HEARTBEAT = env.float("LIVE_STREAM_HEARTBEAT", default=15.0)

@@ -6,11 +6,13 @@ claim an event created due now."""
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+import redis
 from django.db import connection
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -22,6 +24,7 @@ from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.events import event_record
 from tests.delivering import deliver_claimed
 from tests.factories import BotFactory, EventFactory
+from tests.servers import reachable_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -284,7 +287,8 @@ def test_a_claim_leaves_out_the_bots_it_is_told_to(bot):
 
 
 class Sent:
-    """Stands in for wake_deliveries.apply_async and counts what was sent."""
+    """Stands in for the sending of a wake-up (to Redis or the broker) and
+    counts what was sent."""
 
     def __init__(self, fail: bool = False) -> None:
         self.calls: list[dict[str, Any]] = []
@@ -300,11 +304,38 @@ class Sent:
 
 @pytest.fixture
 def sent(monkeypatch) -> Iterator[Sent]:
-    """Wake-ups go to this instead of the broker, from a wake-up thread of the test's own."""
+    """Wake-ups go to this instead of Redis or the broker, from a wake-up
+    thread of the test's own."""
     recorder = Sent()
-    monkeypatch.setattr(tasks.wake_deliveries, "apply_async", recorder)
+    monkeypatch.setattr(wakeups, "wake_send", recorder)
     monkeypatch.setattr(wakeups, "_waker", None)
     yield recorder
+
+
+def test_without_redis_a_wake_up_is_a_task_that_expires(monkeypatch, settings):
+    settings.EVENT_WAKE_REDIS_URL = ""
+    recorder = Sent()
+    monkeypatch.setattr(tasks.wake_deliveries, "apply_async", recorder)
+    wakeups.wake_send()
+    [options] = recorder.calls
+    assert options["expires"] == wakeups.EXPIRES_SECONDS
+
+
+def test_with_redis_a_wake_up_is_an_item_of_a_short_list_that_expires(settings):
+    url = reachable_redis(settings.EVENT_WAKE_REDIS_URL or "redis://127.0.0.1:6379/0")
+    settings.EVENT_WAKE_REDIS_URL = url
+    settings.CELERY_TASK_DEFAULT_QUEUE = queue = f"test-wake-{uuid.uuid4().hex}"
+    client = redis.Redis.from_url(url)
+    key = wakeups.wake_key()
+    assert key == f"{queue}:wake-deliveries"
+    client.delete(key)
+    try:
+        for _ in range(10):
+            wakeups.wake_send()
+        assert client.llen(key) == wakeups.LIST_LENGTH
+        assert 0 < client.ttl(key) <= wakeups.EXPIRES_SECONDS
+    finally:
+        client.delete(key)
 
 
 def test_an_event_created_due_now_wakes_a_worker_once_committed(
@@ -318,8 +349,7 @@ def test_an_event_created_due_now_wakes_a_worker_once_committed(
     assert response.status_code == 201
     assert len(callbacks) == 1
     assert sent.done.wait(5)
-    [options] = sent.calls
-    assert options["expires"] == wakeups.EXPIRES_SECONDS
+    assert len(sent.calls) == 1
     # The row waits, unclaimed, for whichever worker claims first.
     row = Event.objects.get(id=response.json()["event"]["id"])
     assert (row.status, row.lease) == (EventStatus.PENDING, 0)
@@ -369,7 +399,7 @@ def test_a_broker_that_refuses_a_wake_up_leaves_the_event_to_the_next_claim(
     with django_capture_on_commit_callbacks(execute=True):
         event = event_record(bot_id=bot.id, type="t", payload={})
     assert sent.done.wait(5)
-    wait_for(lambda: "refused a delivery wake-up" in caplog.text)
+    wait_for(lambda: "wake-up could not be sent" in caplog.text)
     assert deliveries_claim(limit=10).event_ids == [event.id]
 
 
@@ -406,3 +436,33 @@ def test_delivery_settings_that_cannot_work_are_refused_by_the_system_check(
     assert delivery_shares_make_sense() == []
     setattr(settings, name, value)
     assert [message.id for message in delivery_shares_make_sense()] == [error]
+
+
+def test_the_clock_s_other_work_is_published_only_when_its_first_row_is_due(monkeypatch):
+    # A lookup per work when nothing is due (the common case), rather than
+    # a locking transaction each.
+    from events.engine import clock_work
+    from events.engine.clock_work import ClockWork, clock_work_run
+
+    now = timezone.now()
+    first = {"quiet": now + timedelta(seconds=5), "due": now - timedelta(seconds=1)}
+    calls: list[tuple[Any, ...]] = []
+
+    def work(name: str) -> ClockWork:
+        def next_due(*, after: datetime | None) -> datetime:
+            calls.append((name, "next_due", after))
+            return first[name] if after is None else now + timedelta(seconds=9)
+
+        def publish(*, now: datetime) -> None:
+            calls.append((name, "publish", now))
+
+        return ClockWork(publish=publish, next_due=next_due)
+
+    monkeypatch.setattr(clock_work, "_registered", {"quiet": work("quiet"), "due": work("due")})
+    assert clock_work_run(now=now) == first["quiet"].timestamp()
+    assert calls == [
+        ("quiet", "next_due", None),
+        ("due", "next_due", None),
+        ("due", "publish", now),
+        ("due", "next_due", now),
+    ]

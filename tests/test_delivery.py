@@ -633,6 +633,38 @@ def test_a_retry_is_not_moved_by_its_delivery_recorded_twice(hooked, receiver):
     assert deliveries_claim(limit=10).event_ids == []
 
 
+def test_failed_attempts_of_a_batch_are_each_recorded_as_their_own(hooked, receiver, settings):
+    # One statement for the batch on PostgreSQL: each event gets its own
+    # retry time, status, attempt count and reason, and one whose lease was
+    # taken over is left alone.
+    receiver.answer(*[Answer(503, b"")] * 3)
+    retried, given_up, taken = record(hooked), record(hooked), record(hooked)
+    # Its first attempt was before the retry window: this one is its last.
+    first = timezone.now() - timedelta(seconds=settings.EVENT_RETRY_WINDOW_SECONDS + 60)
+    Event.objects.filter(id=given_up.id).update(attempt_count=1, first_attempt_at=first)
+    claimed = deliveries_claim(limit=10)
+    results = send(claimed.deliveries)
+    Event.objects.filter(id=taken.id).update(lease=42)
+    before = snapshot(taken.id)
+
+    tally = deliveries_record(list(zip(claimed.deliveries, results, strict=True)))
+
+    assert tally == {"pending": 1, "failed": 1, "lease lost": 1}
+    retried.refresh_from_db()
+    assert (retried.status, retried.attempt_count, retried.lease) == ("pending", 1, 0)
+    assert retried.next_attempt_at is not None and retried.next_attempt_at > timezone.now()
+    assert retried.failure_reason is None
+    given_up.refresh_from_db()
+    assert (given_up.status, given_up.attempt_count, given_up.next_attempt_at) == (
+        "failed",
+        2,
+        None,
+    )
+    assert given_up.failure_reason is not None and "503" in given_up.failure_reason
+    assert snapshot(taken.id) == before
+    assert len(attempts_of(taken.id)) == 1
+
+
 def test_the_record_of_an_event_deleted_meanwhile_is_dropped(hooked, receiver):
     event = record(hooked)
     claimed = deliveries_claim(limit=10)

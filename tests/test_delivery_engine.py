@@ -7,13 +7,15 @@ on speed."""
 import logging
 import threading
 import time
+import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import OperationalError, connection
 from django.utils import timezone
@@ -29,7 +31,7 @@ from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.events import event_record
 from tests.factories import BotFactory, EventFactory
 from tests.receiver import Answer, Receiver
-from tests.servers import free_port
+from tests.servers import free_port, reachable_redis
 from tests.worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -259,24 +261,46 @@ def test_stopping_gives_back_what_is_not_sent_and_another_process_delivers_it(
     wait_statuses(ids + later, {"processed": 7})
 
 
-def test_a_failing_database_is_waited_out(receiver, start_engine, monkeypatch, caplog):
+def claims_fail(monkeypatch: pytest.MonkeyPatch, error: Exception, times: int) -> dict[str, int]:
+    """The engine's next `times` claims raise `error`; then they work."""
     real_claim = engine_loop.deliveries_claim
-    failures = {"left": 3}
+    failures = {"left": times}
 
-    def flaky_claim(**kwargs: Any) -> Any:
+    def failing_claim(**kwargs: Any) -> Any:
         if failures["left"]:
             failures["left"] -= 1
-            raise OperationalError("the database went away")
+            raise error
         return real_claim(**kwargs)
 
-    monkeypatch.setattr(engine_loop, "deliveries_claim", flaky_claim)
-    hooked = bot_at(receiver, "/a")
-    ids = due_now(hooked, 3)
-    with caplog.at_level(logging.WARNING, logger="events.engine"):
+    monkeypatch.setattr(engine_loop, "deliveries_claim", failing_claim)
+    return failures
+
+
+def test_a_failing_database_is_waited_out(receiver, start_engine, monkeypatch, caplog):
+    failures = claims_fail(monkeypatch, OperationalError("the database went away"), 3)
+    ids = due_now(bot_at(receiver, "/a"), 3)
+    with caplog.at_level(logging.INFO, logger="events.engine"):
         start_engine()
         wait_statuses(ids, {"processed": 3}, timeout=30)
-    assert "Claiming due events failed" in caplog.text
     assert failures["left"] == 0
+    # The database away is expected: one line with its cause, no trace, and
+    # one when it works again.
+    [failed] = [r for r in caplog.records if "Claiming due events failed" in r.getMessage()]
+    assert failed.levelno == logging.WARNING and failed.exc_info is None
+    assert "OperationalError: the database went away" in failed.getMessage()
+    assert "Claiming due events works again after 3 failed tries" in caplog.text
+
+
+def test_a_bug_in_a_claim_is_logged_with_its_trace_once(
+    receiver, start_engine, monkeypatch, caplog
+):
+    claims_fail(monkeypatch, KeyError("a bug"), 2)
+    ids = due_now(bot_at(receiver, "/a"), 1)
+    with caplog.at_level(logging.WARNING, logger="events.engine"):
+        start_engine()
+        wait_statuses(ids, {"processed": 1}, timeout=30)
+    lines = [r for r in caplog.records if "Claiming due events failed" in r.getMessage()]
+    assert [bool(r.exc_info) for r in lines] == [True, False]
 
 
 def test_the_engine_reports_how_it_keeps_up(receiver, start_engine, caplog):
@@ -395,22 +419,43 @@ def test_threads_end_with_the_engine(start_engine):
     assert not {name for name in after - before if name.startswith("deliveries")}
 
 
-def test_the_wake_up_task_wakes_the_engine_of_its_process(settings, receiver):
-    from events import tasks
+def woken_once_idle(settings: Any, receiver: Receiver, wake: Callable[[], object]) -> None:
+    """The process's engine, idle, delivers an event due now once `wake()`
+    runs: nothing else would make it claim again for a minute."""
     from events.engine import process
 
-    settings.EVENT_DISPATCH_INTERVAL = 60.0  # only a wake-up makes it claim again soon
+    settings.EVENT_DISPATCH_INTERVAL = 60.0
     hooked = bot_at(receiver, "/a")
     process.start_engine()
     try:
         assert process._thread is not None and process._thread.ready.wait(10)
         time.sleep(0.3)  # its first claim found nothing
         ids = due_now(hooked)
-        tasks.wake_deliveries.apply()  # as a worker runs the task
+        wake()
         wait_statuses(ids, {"processed": 1}, timeout=10)
     finally:
         process.stop_engine()
     assert process._thread is None
+
+
+def test_the_wake_up_task_wakes_the_engine_of_its_process(settings, receiver):
+    from events import tasks
+
+    settings.EVENT_WAKE_REDIS_URL = ""
+    woken_once_idle(settings, receiver, tasks.wake_deliveries.apply)  # as a worker runs it
+
+
+def test_a_wake_up_through_redis_wakes_an_engine(settings, receiver):
+    from events.engine import wakeups
+
+    url = reachable_redis(settings.EVENT_WAKE_REDIS_URL or "redis://127.0.0.1:6379/0")
+    settings.EVENT_WAKE_REDIS_URL = url
+    settings.CELERY_TASK_DEFAULT_QUEUE = f"test-wake-{uuid.uuid4().hex}"
+    try:
+        # As a web process's wake-up thread sends it.
+        woken_once_idle(settings, receiver, wakeups.wake_send)
+    finally:
+        redis.Redis.from_url(url).delete(wakeups.wake_key())
 
 
 def test_no_engine_when_a_worker_is_told_to_deliver_nothing(settings):

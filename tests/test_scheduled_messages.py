@@ -443,3 +443,29 @@ def test_ulid_of_a_far_due_time_is_valid(runtime_client, conversation, author):
         )
     )
     assert abs(id_time(message["id"]) - due) < timedelta(milliseconds=1)
+
+
+def test_a_claim_told_not_to_look_leaves_due_messages_and_their_time_out(
+    runtime_client, bot, conversation, author
+):
+    # The engine looks at the clock's other work in a while, not at every
+    # claim (events/engine/loop.py, CLOCK_WORK_INTERVAL).
+    created(
+        runtime_client().post(
+            URL, body(conversation, author, schedule={"delay": 45_000}), format="json"
+        )
+    )
+    ScheduledMessage.objects.update(due_at=timezone.now() - timedelta(seconds=1))
+    claimed = deliveries_claim(limit=10, clock_work=False)
+    assert (claimed.looked_at_clock_work, claimed.clock_work_due, claimed.next_due) == (
+        False,
+        None,
+        None,
+    )
+    assert ScheduledMessage.objects.count() == 1 and Message.objects.count() == 0
+
+    later = timezone.now() + timedelta(seconds=30)
+    ScheduledMessage.objects.update(due_at=later)
+    looked = deliveries_claim(limit=10)
+    assert looked.looked_at_clock_work
+    assert looked.clock_work_due == looked.next_due == pytest.approx(later.timestamp())

@@ -426,21 +426,40 @@ class Engine:
         """CPU groups: the worker's tree, beat, and the webhook receiver."""
         return {"worker": tree(self.worker), "beat": [self.beat], "receiver": [receiver.pid]}
 
+    def worker_children(self) -> list[int]:
+        """The worker's pool processes, which run the tasks and the engines."""
+        return children_of(self.worker)
+
 
 @contextlib.contextmanager
 def engine(
-    proj: Project, queue: str, *, extra_env: dict[str, str] | None = None
+    proj: Project,
+    queue: str,
+    *,
+    extra_env: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    tree: str = "",
 ) -> Iterator[Engine]:
     """The Procfile's worker and beat on the project's database and broker,
-    on a queue of their own."""
+    on a queue of their own; the worker's output to `log_path` if given.
+    `tree`: run from that checkout of another commit instead (its code,
+    this project)."""
     env = {**proj.env, "CELERY_QUEUE": queue, "LOG_LEVEL": "WARNING", **(extra_env or {})}
+    if tree:
+        env["PYTHONPATH"] = tree
     schedule = proj.data_dir / f"beat-{time.monotonic_ns()}"
+    output = log_path.open("wb") if log_path is not None else sys.stderr
     worker = subprocess.Popen(
-        procfile_words("worker"), cwd=ROOT, env=env, start_new_session=True, stdout=sys.stderr
+        procfile_words("worker"),
+        cwd=tree or ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=output,
+        stderr=subprocess.STDOUT if log_path is not None else None,
     )
     beat = subprocess.Popen(
         procfile_words("beat") + ["-s", str(schedule)],
-        cwd=ROOT,
+        cwd=tree or ROOT,
         env=env,
         start_new_session=True,
         stdout=sys.stderr,

@@ -120,10 +120,12 @@ def state_get(*, key: StateKey, now: datetime | None = None) -> State:
     return state
 
 
-def state_next_expiry(*, after: datetime) -> datetime | None:
+def state_next_expiry(*, after: datetime | None) -> datetime | None:
     """When the next state expires, if one does later than `after` (the
-    delivery clock's next_due): one read of the expiry index."""
-    moment: datetime | None = State.objects.filter(expires_at__gt=after).aggregate(
-        first=Min("expires_at")
-    )["first"]
+    first of all with None; the delivery clock's next_due): one read of the
+    expiry index."""
+    states = State.objects.all()
+    if after is not None:
+        states = states.filter(expires_at__gt=after)
+    moment: datetime | None = states.aggregate(first=Min("expires_at"))["first"]
     return moment

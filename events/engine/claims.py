@@ -16,8 +16,9 @@ On PostgreSQL the claim and the loading of what it took are one statement
 needs); the ORM does the same in three elsewhere.
 
 Other apps' rows fall due on the same clock (events/engine/clock_work.py:
-chat's scheduled bot messages): each claim first makes those due real, and
-the next due time it reports counts them too."""
+chat's scheduled bot messages, states' expiry): a claim asked to look at
+them first makes those due real, and the next due time it reports counts
+them too. The engine asks a claim in a while (loop.py), not each one."""
 
 import json
 from collections import defaultdict
@@ -32,7 +33,7 @@ from django.utils import timezone
 
 from bots.models import DeliveryFormat
 from bots.services.bots import BOT_USER_CHAT_ID_PREFIX
-from events.engine.clock_work import clock_work_next_due, clock_work_publish
+from events.engine.clock_work import clock_work_run
 from events.engine.delivery import Delivery, lease_seconds, start_slack
 from events.engine.formats import EventOnWire, RequestParts
 from events.engine.leases import lease_duration, new_lease
@@ -51,8 +52,12 @@ class Claimed:
     event_ids: list[str] = field(default_factory=list)  # all it took, earliest due first
     deliveries: list[Delivery] = field(default_factory=list)  # those to send, in that order
     ignored: list[str] = field(default_factory=list)  # of bots without a webhook URL
-    # When the next unclaimed event falls due (not looked for after a full claim).
+    # When the next unclaimed event falls due (not looked for after a full
+    # claim), or the next row of the clock's other work if the claim looked.
     next_due: float | None = None
+    # Whether it looked at the clock's other work, and when that falls due next.
+    looked_at_clock_work: bool = False
+    clock_work_due: float | None = None
 
 
 class _Row(NamedTuple):
@@ -104,28 +109,42 @@ RETURNING e.id, e.bot_id, extract(epoch FROM due.next_attempt_at)::float8, e.typ
 """
 
 
-def deliveries_claim(*, limit: int, exclude_bot_ids: Collection[str] = ()) -> Claimed:
+def deliveries_claim(
+    *, limit: int, exclude_bot_ids: Collection[str] = (), clock_work: bool = True
+) -> Claimed:
     """Claim up to `limit` due events, earliest first, leaving out the bots of
     `exclude_bot_ids` (those the caller has no room for); those of a bot
-    without a webhook URL end `ignored` at once."""
+    without a webhook URL end `ignored` at once. With `clock_work`, first
+    make the other apps' due rows real."""
     now = timezone.now()
-    # In a transaction of its own, before the events are taken: should it
-    # fail, the claim fails with nothing claimed.
-    clock_work_publish(now=now)
+    # In transactions of their own, before the events are taken (those it
+    # makes are claimed with the others): should one fail, the claim fails
+    # with nothing claimed.
+    clock_work_due = clock_work_run(now=now) if clock_work else None
     lease = new_lease()
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            rows = _claim_statement(now, lease, limit, exclude_bot_ids)
-        else:
-            rows = _claim_orm(now, lease, limit, exclude_bot_ids)
-        claimed = _claimed(rows, lease, now, _sdk_bots(rows))
-        _lengthen_leases(claimed, now)
-        if claimed.ignored:
-            Event.objects.filter(id__in=claimed.ignored, lease=lease).update(
-                status=EventStatus.IGNORED, next_attempt_at=None, updated_at=now
-            )
+    if connection.vendor == "postgresql":
+        # The claim is one statement, atomic by itself; what follows is
+        # fenced by its lease. Should it fail, the events wait for the lease
+        # to end, as for a process that died holding them.
+        claimed = _claimed_from(_claim_statement(now, lease, limit, exclude_bot_ids), lease, now)
+    else:
+        with transaction.atomic():
+            claimed = _claimed_from(_claim_orm(now, lease, limit, exclude_bot_ids), lease, now)
+    claimed.looked_at_clock_work = clock_work
+    claimed.clock_work_due = clock_work_due
     if len(claimed.event_ids) < limit:  # a full claim is followed by another at once
-        claimed.next_due = _next_due(now, exclude_bot_ids)
+        moments = (_next_due(now, exclude_bot_ids), claimed.clock_work_due)
+        claimed.next_due = min((moment for moment in moments if moment is not None), default=None)
+    return claimed
+
+
+def _claimed_from(rows: list["_Row"], lease: int, now: datetime) -> Claimed:
+    claimed = _claimed(rows, lease, now, _sdk_bots(rows))
+    _lengthen_leases(claimed, now)
+    if claimed.ignored:
+        Event.objects.filter(id__in=claimed.ignored, lease=lease).update(
+            status=EventStatus.IGNORED, next_attempt_at=None, updated_at=now
+        )
     return claimed
 
 
@@ -333,15 +352,25 @@ class _Slack(dict[float, float]):
         return self[timeout]
 
 
+_NEXT_DUE_SQL = """
+SELECT extract(epoch FROM next_attempt_at)::float8 FROM events_event
+WHERE next_attempt_at > %(now)s AND NOT (bot_id = ANY(string_to_array(%(excluded)s, ',')))
+ORDER BY next_attempt_at
+LIMIT 1
+"""
+
+
 def _next_due(now: datetime, excluded: Collection[str]) -> float | None:
-    """When the next event not claimed yet falls due (or the next lease
-    ends), or the next row of the clock's other work, whichever is first."""
+    """When the next event not claimed yet falls due (or the next lease ends)."""
+    if connection.vendor == "postgresql":
+        # Written out as the claim is: the ORM's making of it cost more than
+        # the lookup, after every claim of a steady stream.
+        with connection.cursor() as cursor:
+            cursor.execute(_NEXT_DUE_SQL, {"now": now, "excluded": ",".join(excluded)})
+            row = cursor.fetchone()
+        return None if row is None else float(row[0])
     upcoming = Event.objects.filter(next_attempt_at__gt=now)
     if excluded:
         upcoming = upcoming.exclude(bot_id__in=list(excluded))
-    moments = [
-        upcoming.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first(),
-        *clock_work_next_due(after=now),
-    ]
-    known = [moment.timestamp() for moment in moments if moment is not None]
-    return min(known, default=None)
+    moment = upcoming.order_by("next_attempt_at").values_list("next_attempt_at", flat=True).first()
+    return None if moment is None else moment.timestamp()

@@ -16,7 +16,8 @@ from datetime import datetime
 class ClockWork:
     # Makes what is due at `now` real, in transactions of its own.
     publish: Callable[..., object]
-    # When its next row falls due after `after`, or None.
+    # When its next row falls due after `after` (its first row with None),
+    # or None.
     next_due: Callable[..., datetime | None]
 
 
@@ -28,10 +29,16 @@ def clock_work_register(name: str, work: ClockWork) -> None:
     _registered[name] = work
 
 
-def clock_work_publish(*, now: datetime) -> None:
+def clock_work_run(*, now: datetime) -> float | None:
+    """Make what is due at `now` real, for each work whose first row is due
+    (a lookup each, and nothing more when none is: the common case); when
+    the next row falls due after that, as seconds since the epoch, or None."""
+    moments = []
     for work in _registered.values():
-        work.publish(now=now)
-
-
-def clock_work_next_due(*, after: datetime) -> list[datetime | None]:
-    return [work.next_due(after=after) for work in _registered.values()]
+        first = work.next_due(after=None)
+        if first is not None and first <= now:
+            work.publish(now=now)
+            first = work.next_due(after=now)
+        if first is not None:
+            moments.append(first.timestamp())
+    return min(moments, default=None)

@@ -36,12 +36,13 @@ from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import OperationalError, close_old_connections, connection
 
 from events.engine.claims import Claimed, deliveries_claim
 from events.engine.delivery import Delivery, deliveries_record, deliveries_release
 from events.engine.lanes import Lanes
 from events.engine.stats import Period
+from events.engine.wakeups import wake_ups_listen
 from events.engine.webhook_client import Failure, WebhookClient, WebhookResult
 from events.models import EventStatus
 from platform_site import metrics
@@ -65,6 +66,14 @@ MIN_CLAIM_SHARE = 0.1
 # And how many claims it may have in flight at once while events fall due.
 MIN_CLAIM_INTERVAL = 0.05
 MAX_PARALLEL_CLAIMS = 2
+# Seconds between two looks of a process's claims at the other apps' due
+# rows (the clock's other work: scheduled bot messages, states' expiry),
+# unless one of them falls due sooner. A quiet engine claims every
+# EVENT_DISPATCH_INTERVAL and looks each time; a busy one claims every
+# MIN_CLAIM_INTERVAL, and looking each time (two transactions and two
+# lookups) was most of the worker's CPU per event at 200 events a second.
+# A row made meanwhile is found within this time, as by a quiet engine.
+CLOCK_WORK_INTERVAL = 0.25
 # Results written per transaction, at most; and how long the recorder lets
 # results pile up before it writes them (a transaction costs about as much
 # as twenty results do).
@@ -119,6 +128,11 @@ class DeliveryEngine:
         self._waiting_for_room = False
         self.period = Period(started=time.monotonic())
         self._connections_reported = 0
+        # When the next claim looks at the clock's other work, and when its
+        # next row falls due as the last look found (seconds since the epoch).
+        self._clock_work_look_at = 0.0
+        self._clock_work_due: float | None = None
+        self._wake_ups: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ from outside
 
@@ -133,6 +147,10 @@ class DeliveryEngine:
         recorder = asyncio.create_task(self._recorder(), name="recorder")
         sweeper = asyncio.create_task(self._sweeper(), name="sweeper")
         reporter = asyncio.create_task(self._reporter(), name="reporter")
+        if settings.EVENT_WAKE_REDIS_URL:
+            self._wake_ups = asyncio.create_task(
+                wake_ups_listen(self.wake, lambda: self._stopping), name="wake-ups"
+            )
         if on_ready is not None:
             on_ready()
         stopped = asyncio.create_task(self._stop.wait())
@@ -178,7 +196,8 @@ class DeliveryEngine:
                 if woken.done():
                     self._wake.clear()
                     woken = self._loop.create_task(self._wake.wait())
-                    claim_at = min(claim_at, now)
+                    if not failures:  # a failing database is waited out, woken or not
+                        claim_at = min(claim_at, now)
                 free = self.config.max_held - len(self._held)
                 room = free - sum(claims.values())  # less what claims in flight may take
                 self._note_room(free < self._min_claim())
@@ -189,8 +208,14 @@ class DeliveryEngine:
                     if now >= start_at:
                         limit = min(room, self.config.batch)
                         self._excluded = self.lanes.saturated()
+                        look = time.time() >= self._clock_work_look_at
+                        if look:
+                            self._clock_work_look_at = time.time() + CLOCK_WORK_INTERVAL
                         claim = self._db(
-                            deliveries_claim, limit=limit, exclude_bot_ids=self._excluded
+                            deliveries_claim,
+                            limit=limit,
+                            exclude_bot_ids=self._excluded,
+                            clock_work=look,
                         )
                         claims[claim] = limit
                         last_claim = now
@@ -208,13 +233,19 @@ class DeliveryEngine:
                     limit = claims.pop(claim)
                     try:
                         claimed = claim.result()
-                    except Exception:
+                    except Exception as exc:
                         failures += 1
-                        logger.warning("Claiming due events failed", exc_info=failures == 1)
+                        _failed("Claiming due events", exc, failures)
                         busy = full = False
                         claim_at = self._loop.time() + _backoff(failures)
+                        self._clock_work_look_at = 0.0  # it may have failed there
                         continue
+                    _recovered("Claiming due events", failures)
                     failures = 0
+                    if claimed.looked_at_clock_work:
+                        self._clock_work_due = due = claimed.clock_work_due
+                        if due is not None:
+                            self._clock_work_look_at = min(self._clock_work_look_at, due)
                     self._accept(claimed)
                     full = len(claimed.event_ids) >= limit
                     busy = bool(claimed.event_ids)
@@ -225,8 +256,9 @@ class DeliveryEngine:
     def _wait(self, claimed: Claimed) -> float:
         """Seconds to the next claim after one that took all that was due."""
         wait = self.config.interval
-        if claimed.next_due is not None:
-            wait = min(wait, claimed.next_due - time.time())
+        for due in (claimed.next_due, self._clock_work_due):
+            if due is not None:
+                wait = min(wait, due - time.time())
         return max(0.0, wait)
 
     def _note_room(self, lacking: bool) -> None:
@@ -348,13 +380,14 @@ class DeliveryEngine:
             self._released = []
             try:
                 tally = await self._db(_record, finished, released)
-            except Exception:
+            except Exception as exc:
                 failures += 1
-                logger.warning("Recording deliveries failed", exc_info=failures == 1)
+                _failed("Recording deliveries", exc, failures)
                 self._finished[:0] = finished
                 self._released[:0] = released
                 await asyncio.sleep(_backoff(failures))
                 continue
+            _recovered("Recording deliveries", failures)
             failures = 0
             self._count(tally)
             for delivery, _ in finished:
@@ -461,6 +494,9 @@ class DeliveryEngine:
         claimer, recorder, sweeper, reporter = tasks
         self._stopping = True
         self._wake.set()
+        if self._wake_ups is not None:
+            self._wake_ups.cancel()
+            await asyncio.gather(self._wake_ups, return_exceptions=True)
         reporter.cancel()
         sweeper.cancel()
         # Let the claims in progress finish, so that what they took is known
@@ -546,6 +582,23 @@ def _congested(result: WebhookResult) -> bool:
     if code is None:
         return result.failure in (Failure.TIMEOUT, Failure.CONNECTION)
     return code == 429 or code >= 500
+
+
+def _failed(what: str, exc: Exception, failures: int) -> None:
+    """A failed database call of the engine, tried again with backoff: the
+    database away (a restart) is expected and passes, so it is one line
+    with its cause; anything else is a bug, and its trace is logged once."""
+    if isinstance(exc, OperationalError):
+        if failures == 1:
+            cause = " ".join(str(exc).split())[:300]
+            logger.warning("%s failed, trying again: %s: %s", what, type(exc).__name__, cause)
+    else:
+        logger.warning("%s failed", what, exc_info=failures == 1)
+
+
+def _recovered(what: str, failures: int) -> None:
+    if failures:
+        logger.info("%s works again after %d failed tries", what, failures)
 
 
 def _backoff(failures: int) -> float:

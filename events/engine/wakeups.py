@@ -1,19 +1,29 @@
 """Waking a worker's delivery engine when an event falls due sooner than its
-next look at the table: a tiny Celery task (events.tasks.wake_deliveries),
-sent after the event's transaction commits.
+next look at the table, sent after the event's transaction commits.
 
-The task is sent from a thread of this process, not from the request's: a
-request does not wait on the broker, and wake-ups asked for within
-COALESCE_SECONDS of each other go as one. Whatever process runs it claims
-everything then due, so one wake-up serves every event committed before it.
-If it is lost, the engines' periodic claims (EVENT_DISPATCH_INTERVAL) find
-the events anyway."""
+With Redis (EVENT_WAKE_REDIS_URL, by default the live stream's), a wake-up
+is an item pushed onto a short list that every engine waits on (BLPOP):
+one engine takes it and claims. Otherwise it is a tiny Celery task
+(events.tasks.wake_deliveries) that the worker process running it hands
+to its engine: about a millisecond of a worker's CPU each, for what Redis
+does in a round trip.
 
+The wake-up is sent from a thread of this process, not from the request's:
+a request does not wait on Redis or the broker, and wake-ups asked for
+within COALESCE_SECONDS of each other go as one. Whatever engine takes it
+claims everything then due, so one wake-up serves every event committed
+before it. If it is lost, the engines' periodic claims
+(EVENT_DISPATCH_INTERVAL) find the events anyway."""
+
+import asyncio
 import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
+import redis
+from django.conf import settings
 from kombu.exceptions import OperationalError
 
 logger = logging.getLogger(__name__)
@@ -23,9 +33,47 @@ logger = logging.getLogger(__name__)
 # under load, sending one every 5 ms cost a web process 7% of its CPU
 # (bench/profile_server.py), and each claims every event then due anyway.
 COALESCE_SECONDS = 0.02
-# A wake-up older than this is dropped by the worker: claims have found its
-# events by then.
+# A wake-up older than this is dropped: claims have found its events by then.
 EXPIRES_SECONDS = 10.0
+# Wake-ups the Redis list holds at most: one wakes an engine, which claims
+# all that is due; a few more wake the others of a burst.
+LIST_LENGTH = 4
+# Seconds Redis has to connect and to answer a push.
+REDIS_TIMEOUT = 1.0
+
+
+def wake_key() -> str:
+    """The Redis list of wake-ups: one per queue, so that deployments (or
+    test runs) sharing a Redis keep apart, as their tasks do."""
+    return f"{settings.CELERY_TASK_DEFAULT_QUEUE}:wake-deliveries"
+
+
+def wake_send() -> None:
+    """Send one wake-up (on the wake-up thread)."""
+    if settings.EVENT_WAKE_REDIS_URL:
+        _redis_push()
+    else:
+        from events.tasks import wake_deliveries
+
+        wake_deliveries.apply_async(expires=EXPIRES_SECONDS, retry=False)
+
+
+_clients: dict[str, redis.Redis] = {}
+
+
+def _redis_push() -> None:
+    url = settings.EVENT_WAKE_REDIS_URL
+    client = _clients.get(url)
+    if client is None:
+        client = _clients[url] = redis.Redis.from_url(
+            url, socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT
+        )
+    key = wake_key()
+    pipe = client.pipeline(transaction=False)
+    pipe.lpush(key, 1)
+    pipe.ltrim(key, 0, LIST_LENGTH - 1)
+    pipe.expire(key, int(EXPIRES_SECONDS))
+    pipe.execute()
 
 
 class _Waker:
@@ -42,18 +90,17 @@ class _Waker:
             self._wanted.notify()
 
     def _run(self) -> None:
-        from events.tasks import wake_deliveries
-
         while True:
             with self._wanted:
                 while not self._pending:
                     self._wanted.wait()
                 self._pending = False
             try:
-                wake_deliveries.apply_async(expires=EXPIRES_SECONDS, retry=False)
-            except OperationalError:
+                wake_send()
+            except (OperationalError, redis.RedisError) as error:
                 logger.warning(
-                    "The broker refused a delivery wake-up; the events go at the next claim"
+                    "A delivery wake-up could not be sent (%s); the events go at the next claim",
+                    error,
                 )
             except Exception:
                 logger.exception("Sending a delivery wake-up failed")
@@ -74,3 +121,51 @@ def deliveries_wake() -> None:
                 _waker = _Waker()
             waker = _waker
     waker.wake()
+
+
+# Seconds a wait on the list lasts before it is asked again (under the
+# client's read timeout): how long an engine may take to notice it stops,
+# should redis-py swallow the cancellation (it does, cancelled as it
+# connects); and the longest wait before trying a Redis that failed again.
+LISTEN_SECONDS = 1
+LISTEN_BACKOFF_SECONDS = 10.0
+
+
+async def wake_ups_listen(on_wake: Callable[[], None], stopping: Callable[[], bool]) -> None:
+    """An engine's side, on its loop until `stopping()` (or cancelled):
+    `on_wake()` for each wake-up this engine takes from the Redis list. A
+    Redis out of reach is logged once (and once more when it is back); the
+    engine's periodic claims go on meanwhile."""
+    from redis import asyncio as redis_asyncio
+
+    client = redis_asyncio.Redis.from_url(
+        settings.EVENT_WAKE_REDIS_URL,
+        socket_connect_timeout=REDIS_TIMEOUT,
+        socket_timeout=LISTEN_SECONDS + REDIS_TIMEOUT,
+        client_name=f"delivery-wakeups-{os.getpid()}",
+    )
+    key = wake_key()
+    failures = 0
+    try:
+        while not stopping():
+            try:
+                taken = await client.blpop([key], timeout=LISTEN_SECONDS)
+            except redis.RedisError as error:
+                if stopping():
+                    return
+                failures += 1
+                if failures == 1:
+                    logger.warning(
+                        "Delivery wake-ups cannot be heard (%s); due events are claimed "
+                        "every EVENT_DISPATCH_INTERVAL until Redis answers",
+                        error,
+                    )
+                await asyncio.sleep(min(LISTEN_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 5)))
+                continue
+            if failures:
+                logger.warning("Delivery wake-ups are heard again")
+                failures = 0
+            if taken is not None:
+                on_wake()
+    finally:
+        await client.aclose()

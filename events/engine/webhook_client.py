@@ -404,6 +404,23 @@ class WebhookClient:
     async def _connect(self, target: _Target) -> _Connection:
         loop = asyncio.get_running_loop()
         addresses = await self._resolve(loop, target)
+        context = self._ssl if target.tls else None
+        hostname = target.host if target.tls else None
+        if len(addresses) == 1:
+            # One address, nothing to race: the loop connects (in C under
+            # uvloop), where Happy Eyeballs' Python made a refused
+            # connection cost a worker as much as its recording.
+            family, _, _, _, address = addresses[0]
+            _, connection = await loop.create_connection(
+                lambda: _Connection(target.origin),
+                host=address[0],
+                port=address[1],
+                family=family,
+                ssl=context,
+                server_hostname=hostname,
+            )
+            self.connections_made += 1
+            return connection
         # Happy Eyeballs (RFC 8305): a host whose IPv6 route is broken still
         # connects over IPv4 a moment later, on asyncio's loop and uvloop's.
         sock = await aiohappyeyeballs.start_connection(
@@ -413,8 +430,8 @@ class WebhookClient:
             _, connection = await loop.create_connection(
                 lambda: _Connection(target.origin),
                 sock=sock,
-                ssl=self._ssl if target.tls else None,
-                server_hostname=target.host if target.tls else None,
+                ssl=context,
+                server_hostname=hostname,
             )
         except BaseException:
             sock.close()
