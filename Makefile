@@ -29,7 +29,7 @@ run: setup
 	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
 	# Metrics count from the service's start (README: Metrics and logs).
 	rm -rf "$${PROMETHEUS_MULTIPROC_DIR:-$(DATA_DIR)/metrics}"
-	PORT=$(PORT) $(BIN)/honcho -f platform_site/Procfile -d . start
+	PORT=$(PORT) $(BIN)/python -m platform_site.procfile_runner -f platform_site/Procfile
 
 # PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="-m integration tests/test_delivery_faults.py".
 test: setup

@@ -1,7 +1,8 @@
 """`make run`'s demo bot: the Procfile's `demo_bot` line, run by a shell as
-honcho runs it, reads the demo's settings from DATA_DIR/demo.json, listens on
-ECHO_BOT_PORT and answers the seeded bot's signed deliveries; a delivery
-signed with another secret (a bot of an earlier `make run`) is refused.
+platform_site/procfile_runner.py runs it, reads the demo's settings from
+DATA_DIR/demo.json, listens on ECHO_BOT_PORT and answers the seeded bot's
+signed deliveries; a delivery signed with another secret (a bot of an
+earlier `make run`) is refused.
 The loop through the service itself is tests/test_chat_round_trip.py."""
 
 import json

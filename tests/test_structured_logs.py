@@ -20,7 +20,12 @@ import pytest
 from celery.app.trace import build_tracer
 from django.utils import timezone
 from rest_framework.test import APIClient
-from structlog.contextvars import bound_contextvars, get_contextvars
+from structlog.contextvars import (
+    bind_contextvars,
+    bound_contextvars,
+    get_contextvars,
+    reset_contextvars,
+)
 
 import events.views
 from bots.models import Bot
@@ -523,3 +528,38 @@ def test_an_expired_wake_up_is_discarded_without_a_line_and_other_tasks_keep_the
         worker_requests.info("Discarding revoked task: %s[%s]", "files.tasks.index_file", "b2")
     [kept] = capture.of("celery.worker.request")
     assert kept["message"] == "Discarding revoked task: files.tasks.index_file[b2]"
+
+
+@pytest.mark.parametrize("json_format", [True, False], ids=["json", "text"])
+@pytest.mark.parametrize(
+    "path, context",
+    [
+        ("/v1/chat/events", {"request_id": "req-1"}),
+        ("/x%0Aforged\u2028", {"request_id": "req-2", "task": "t", "client": "bound"}),
+        ("/v1/caf%C3%A9", {}),
+    ],
+)
+def test_the_access_line_is_rendered_as_structlog_renders_it(json_format, path, context):
+    # The access line skips structlog's processors (log_config._Formatter):
+    # what it writes must be what they would have, but for the time.
+    fast = formatter(json=json_format)
+    slow = formatter(json=json_format)
+    slow_format = super(type(slow), slow).format
+    record = logging.getLogger(ACCESS).makeRecord(
+        ACCESS,
+        logging.INFO,
+        __file__,
+        1,
+        "%s %s %s",
+        ("POST", path, 201),
+        None,
+        extra={"method": "POST", "path": path, "status": 201, "duration_ms": 1.9, "client": "::1"},
+    )
+    bound = bind_contextvars(**context)
+    try:
+        rendered, expected = fast.format(record), slow_format(record)
+    finally:
+        reset_contextvars(**bound)
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+    assert stamp.sub("T", rendered) == stamp.sub("T", expected)
+    assert "\n" not in rendered
