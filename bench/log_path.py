@@ -104,11 +104,7 @@ def main() -> int:
     rates: dict[str, list[float]] = {variant: [] for variant in variants}
     with project(DB) as proj:
         receiver_port = servers.free_port()
-        with proj.connect() as conn:
-            conn.execute(
-                "UPDATE bots_bot SET webhook_url = %s WHERE id = %s",
-                (f"http://127.0.0.1:{receiver_port}/uniform/0/300", proj.demo["botId"]),
-            )
+        api.demo_webhook_to(proj, f"http://127.0.0.1:{receiver_port}/uniform/0/300")
         script = api.event_script(proj.data_dir / "event.lua", proj.demo)
         with servers.receiver(receiver_port, proj.data_dir / "received.txt") as receiver:
             for round_ in range(args.rounds):

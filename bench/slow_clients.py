@@ -160,11 +160,7 @@ def main() -> int:
     created = 0
     with project(DB) as proj:
         receiver_port = servers.free_port()
-        with proj.connect() as conn:
-            conn.execute(
-                "UPDATE bots_bot SET webhook_url = %s WHERE id = %s",
-                (f"http://127.0.0.1:{receiver_port}/uniform/0/300", proj.demo["botId"]),
-            )
+        api.demo_webhook_to(proj, f"http://127.0.0.1:{receiver_port}/uniform/0/300")
         with (
             servers.receiver(receiver_port, proj.data_dir / "received.txt"),
             servers.engine(proj, "bench-slow-clients"),

@@ -131,6 +131,14 @@ def post_event(
         return error.code, error.headers, error.read()
 
 
+def demo_webhook_to(proj: Project, url: str) -> None:
+    """The demo bot's webhook pointed at `url` (the receiver, say)."""
+    with proj.connect() as conn:
+        conn.execute(
+            "UPDATE bots_bot SET webhook_url = %s WHERE id = %s", (url, proj.demo["botId"])
+        )
+
+
 def set_limits(proj: Project, *, workspace: int, token: int) -> None:
     """The demo workspace's limit and every token's own ceiling, through the ORM."""
     log(f"limits: workspace {workspace}/min, tokens {token}/min")
