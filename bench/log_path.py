@@ -25,13 +25,13 @@ holding one access line per request when it is on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
-import os
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -46,7 +46,12 @@ QUEUE = "bench-log-path"
 WARMUP = 3.0
 
 
-def start(proj: Project, variant: str, port: int, out: Path) -> subprocess.Popen[bytes]:
+@contextlib.contextmanager
+def platform(
+    proj: Project, variant: str, port: int, out: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The platform of `variant`, serving on `port`, its output to `out`;
+    stopped afterwards (SIGTERM: the runner stops each process as on Ctrl-C)."""
     env = {
         **proj.env,
         "PORT": str(port),
@@ -59,35 +64,22 @@ def start(proj: Project, variant: str, port: int, out: Path) -> subprocess.Popen
     else:
         command = [PYTHON, "-m", "platform_site.procfile_runner", "-f", "platform_site/Procfile"]
     command += ["web", "worker", "beat"]
-    with out.open("ab") as sink:
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    time.sleep(2.0)  # the worker's pool and beat up too
-                    return process
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"{variant}: the platform did not start; see {out}")
+    with servers.started(command, cwd=ROOT, env=env, log_path=out) as process:
+        deadline = time.monotonic() + 90
+        while not _ready(port):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{variant}: the platform did not start; see {out}")
+            time.sleep(0.5)
+        time.sleep(2.0)  # the worker's pool and beat up too
+        yield process
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGINT)  # as Ctrl-C
+def _ready(port: int) -> bool:
     try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
 
 
 def main() -> int:
@@ -115,8 +107,7 @@ def main() -> int:
                     port = servers.free_port()
                     out = proj.data_dir / f"output-{variant.replace(' ', '-')}-{round_}.txt"
                     log(f"round {round_ + 1}: {variant}")
-                    process = start(proj, variant, port, out)
-                    try:
+                    with platform(proj, variant, port, out) as process:
                         url = f"http://127.0.0.1:{port}/v1/chat/events"
                         load.run_wrk(wrk, url, script, connections=args.connections,
                                      threads=2, seconds=WARMUP)  # fmt: skip
@@ -137,8 +128,6 @@ def main() -> int:
                         requests = created + summary["other"]
                         stored = api.count_events(proj) - stored_before
                         lines = out.read_bytes().count(b"POST /v1/chat/events 201") - lines_before
-                    finally:
-                        stop(process)
                     rate = created / (summary["duration_us"] / 1e6)
                     rates[variant].append(rate)
                     print(

@@ -119,11 +119,14 @@ class HttpToolsProtocol(httptools_impl.HttpToolsProtocol):
             self._head_bytes += len(data)
         self.parser.feed_data(data)
 
+    def _target_too_long(self) -> errors.APIError:
+        return errors.UriTooLong(
+            f"The request target is over the limit of {self._max_target} bytes"
+        )
+
     def _head_too_large(self) -> errors.APIError:
         if len(self.url) > self._max_target or not self.headers:
-            return errors.UriTooLong(
-                f"The request target is over the limit of {self._max_target} bytes"
-            )
+            return self._target_too_long()
         return errors.HeadersTooLarge(
             f"The request headers are over the limit of {self._max_head} bytes"
         )
@@ -142,11 +145,7 @@ class HttpToolsProtocol(httptools_impl.HttpToolsProtocol):
     def on_url(self, url: bytes) -> None:
         self.url += url
         if len(self.url) > self._max_target:
-            raise _Refused(
-                errors.UriTooLong(
-                    f"The request target is over the limit of {self._max_target} bytes"
-                )
-            )
+            raise _Refused(self._target_too_long())
 
     def on_header(self, name: bytes, value: bytes) -> None:
         super().on_header(name, value)
@@ -204,8 +203,8 @@ class HttpToolsProtocol(httptools_impl.HttpToolsProtocol):
         )
 
     def _arm(self) -> None:
-        self._timer = self.loop.call_at(
-            self.loop.time() + max(self._deadline() - time.monotonic(), 0.0), self._timed_out
+        self._timer = self.loop.call_later(
+            max(self._deadline() - time.monotonic(), 0.0), self._timed_out
         )
 
     def _disarm(self) -> None:

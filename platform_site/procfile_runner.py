@@ -39,9 +39,7 @@ COLOURS = (36, 33, 32, 35, 34, 31)
 @dataclass
 class Child:
     name: str
-    command: str
     process: subprocess.Popen[bytes]
-    prefix: str
     colour: int
     # What came after the last line break of its output so far.
     partial: bytes = b""
@@ -70,7 +68,7 @@ class Runner:
                 preexec_fn=_child_setup,
             )
             os.set_blocking(process.stdout.fileno(), False)  # type: ignore[union-attr]
-            child = Child(label, command, process, label, COLOURS[index % len(COLOURS)])
+            child = Child(label, process, COLOURS[index % len(COLOURS)])
             self.children.append(child)
             self.say(f"started with pid {process.pid}", child)
 

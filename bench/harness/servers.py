@@ -122,7 +122,7 @@ class WebServer:
 
 
 @contextlib.contextmanager
-def _started(
+def started(
     command: list[str], *, cwd: Path | str, env: dict[str, str], log_path: Path
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`command` in a session of its own, logging to `log_path`; stopped
@@ -207,7 +207,7 @@ def gunicorn(
         f"gunicorn: {workers} {worker_class} workers x {threads} threads, worker_connections "
         f"{worker_connections}, port {port}"
     )
-    with _started(command, cwd=ROOT, env=proj.env, log_path=log_path) as process:
+    with started(command, cwd=ROOT, env=proj.env, log_path=log_path) as process:
         server = GunicornServer(process, port, workers, log_path, threads, worker_connections)
         try:
             server.wait_ready()
@@ -268,7 +268,7 @@ def _asgi_server(
     """`command` until `workers` processes serve; stopped afterwards whatever
     happened, its log's last lines shown when they hold an error."""
     env = {**env, "PYTHONUNBUFFERED": "1"}
-    with _started(command, cwd=cwd, env=env, log_path=log_path) as process:
+    with started(command, cwd=cwd, env=env, log_path=log_path) as process:
         server = AsgiServer(process, port, workers, log_path)
         try:
             server.wait_ready()

@@ -1,5 +1,7 @@
 """When a failed delivery is tried again: exponential backoff with jitter,
-honouring Retry-After, within a retry window that starts at the first attempt."""
+honouring Retry-After, within a retry window that starts at the first attempt;
+and when the engine tries again a call of its own that failed (its database,
+its Redis)."""
 
 import random
 from datetime import datetime, timedelta
@@ -59,3 +61,14 @@ def next_attempt_time(
     # The last retry happens at the window's end at the latest, so a receiver
     # that is down for the whole window still gets one try after it.
     return min(now + timedelta(seconds=delay), first_attempt_at + window)
+
+
+# Longest wait between two tries of a failing database or Redis call.
+MAX_FAILURE_BACKOFF_SECONDS = 10.0
+
+
+def failure_backoff(failures: int) -> float:
+    """Seconds before trying again a call of the engine that failed
+    `failures` times in a row: 0.5 s, doubling, at most
+    MAX_FAILURE_BACKOFF_SECONDS."""
+    return float(min(MAX_FAILURE_BACKOFF_SECONDS, 0.5 * 2 ** min(failures - 1, 10)))

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.db import OperationalError, close_old_connections, connection
 
+from events.engine.backoff import failure_backoff
 from events.engine.claims import Claimed, deliveries_claim
 from events.engine.delivery import Delivery, deliveries_record, deliveries_release
 from events.engine.lanes import Lanes
@@ -82,8 +83,6 @@ RECORD_GATHER_SECONDS = 0.05
 # Seconds between two passes over queued deliveries for those that can no
 # longer start in time.
 EXPIRY_SWEEP_SECONDS = 1.0
-# Longest wait between two tries of a failing database call.
-MAX_BACKOFF_SECONDS = 10.0
 # Counted for claims given back (released) unsent.
 RELEASED = "released"
 
@@ -237,7 +236,7 @@ class DeliveryEngine:
                         failures += 1
                         _failed("Claiming due events", exc, failures)
                         busy = full = False
-                        claim_at = self._loop.time() + _backoff(failures)
+                        claim_at = self._loop.time() + failure_backoff(failures)
                         self._clock_work_look_at = 0.0  # it may have failed there
                         continue
                     _recovered("Claiming due events", failures)
@@ -385,7 +384,7 @@ class DeliveryEngine:
                 _failed("Recording deliveries", exc, failures)
                 self._finished[:0] = finished
                 self._released[:0] = released
-                await asyncio.sleep(_backoff(failures))
+                await asyncio.sleep(failure_backoff(failures))
                 continue
             _recovered("Recording deliveries", failures)
             failures = 0
@@ -599,7 +598,3 @@ def _failed(what: str, exc: Exception, failures: int) -> None:
 def _recovered(what: str, failures: int) -> None:
     if failures:
         logger.info("%s works again after %d failed tries", what, failures)
-
-
-def _backoff(failures: int) -> float:
-    return float(min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(failures - 1, 10)))

@@ -26,6 +26,8 @@ import redis
 from django.conf import settings
 from kombu.exceptions import OperationalError
 
+from events.engine.backoff import failure_backoff
+
 logger = logging.getLogger(__name__)
 
 # At most one wake-up per this many seconds from one process; a wake-up asked
@@ -126,9 +128,8 @@ def deliveries_wake() -> None:
 # Seconds a wait on the list lasts before it is asked again (under the
 # client's read timeout): how long an engine may take to notice it stops,
 # should redis-py swallow the cancellation (it does, cancelled as it
-# connects); and the longest wait before trying a Redis that failed again.
+# connects).
 LISTEN_SECONDS = 1
-LISTEN_BACKOFF_SECONDS = 10.0
 
 
 async def wake_ups_listen(on_wake: Callable[[], None], stopping: Callable[[], bool]) -> None:
@@ -160,7 +161,7 @@ async def wake_ups_listen(on_wake: Callable[[], None], stopping: Callable[[], bo
                         "every EVENT_DISPATCH_INTERVAL until Redis answers",
                         error,
                     )
-                await asyncio.sleep(min(LISTEN_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 5)))
+                await asyncio.sleep(failure_backoff(failures))
                 continue
             if failures:
                 logger.warning("Delivery wake-ups are heard again")
