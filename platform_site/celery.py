@@ -39,6 +39,10 @@ def _stop_worker_process(**kwargs: object) -> None:
     from events.engine.process import stop_engine
 
     stop_engine()
+    # A prefork child ends with os._exit, past logging's own flush at exit:
+    # the lines its handlers hold back (platform_site/log_handler.py) go now.
+    for handler in logging.getLogger().handlers:
+        handler.flush()
 
 
 @setup_logging.connect

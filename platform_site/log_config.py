@@ -43,10 +43,17 @@ _UNPRINTABLE = str.maketrans(
 )
 
 
+def _escaped(text: str) -> str:
+    # isprintable() is False for every character the table escapes (and for
+    # a tab, which it keeps): a C scan, where translate() looks up each
+    # character in a dict, which was half of an access line's formatting.
+    return text if text.isprintable() else text.translate(_UNPRINTABLE)
+
+
 def _one_line(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
     for key, value in event.items():
         if isinstance(value, str) and key != "exception":
-            event[key] = value.translate(_UNPRINTABLE)
+            event[key] = _escaped(value)
     return event
 
 
@@ -126,7 +133,7 @@ class _Formatter(structlog.stdlib.ProcessorFormatter):
             event["message"] = event.pop("event")
             return _json(event)
         text = {
-            key: value.translate(_UNPRINTABLE) if isinstance(value, str) else value
+            key: _escaped(value) if isinstance(value, str) else value
             for key, value in event.items()
         }
         head = (

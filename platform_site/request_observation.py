@@ -101,13 +101,18 @@ class RequestObservationMiddleware:
             status=response.status_code,
             seconds=seconds,
         )
-        if self.access_log:
+        if self.access_log and logger.isEnabledFor(logging.INFO):
             path = logged_path(request)
-            logger.info(
+            # Made and handled as logger.info would, but without its look
+            # up the stack for the caller's file and line, which no line shows.
+            record = logger.makeRecord(
+                logger.name,
+                logging.INFO,
+                __file__,
+                0,
                 "%s %s %s",
-                method,
-                path,
-                response.status_code,
+                (method, path, response.status_code),
+                None,
                 extra={
                     "method": method,
                     "path": path,
@@ -116,3 +121,4 @@ class RequestObservationMiddleware:
                     "client": request.META.get("REMOTE_ADDR", ""),
                 },
             )
+            logger.handle(record)

@@ -599,6 +599,10 @@ if LOG_FORMAT not in ("text", "json"):
 # (or serve's --no-access-log) turns it off.
 WEB_ACCESS_LOG = env.bool("WEB_ACCESS_LOG", default=True)
 
+# Lines below WARNING are written in batches, at most this many seconds
+# after they are made (platform_site/log_handler.py); 0 writes each at once.
+LOG_FLUSH_SECONDS = env.float("LOG_FLUSH_SECONDS", default=0.05)
+
 LOGGING_CONFIG = "platform_site.log_config.configure"
 LOGGING = {
     "version": 1,
@@ -610,7 +614,13 @@ LOGGING = {
         }
     },
     "filters": {"expired_wakeups": {"()": "platform_site.log_config.ExpiredWakeups"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+    "handlers": {
+        "console": {
+            "class": "platform_site.log_handler.BatchedStreamHandler",
+            "formatter": "structured",
+            "flush_seconds": LOG_FLUSH_SECONDS,
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         # The server's own news (started, stopping) and the access log have

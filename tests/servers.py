@@ -54,8 +54,13 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = folder / f"{name}.log"
         with self.log_path.open("wb") as log:
+            # Tests read the log as it happens: lines unbatched.
             self.process = subprocess.Popen(
-                self.command(), cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
+                self.command(),
+                cwd=PROJECT_DIR,
+                env={"LOG_FLUSH_SECONDS": "0", **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
 
     def command(self) -> list[str]:

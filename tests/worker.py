@@ -115,7 +115,8 @@ class Worker:
             self.process = subprocess.Popen(
                 command,
                 cwd=PROJECT_DIR,
-                env=env,
+                # Tests read the log as it happens: lines unbatched.
+                env={"LOG_FLUSH_SECONDS": "0", **env},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
