@@ -4,6 +4,8 @@ than the rest of their INSERT. Field values are prepared exactly as save()
 prepares them (pre_save, get_db_prep_save). No save signals are sent: the
 models written this way have no receivers."""
 
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
@@ -11,6 +13,13 @@ from django.db import connection, transaction
 from django.db.models import Field, Model
 
 Statement = tuple[str, list[Any]]
+
+# Set while a keyed create runs on PostgreSQL (bots/idempotency.py): it may
+# hold rows_write's statements back, answering True, to write them with the
+# answer it keeps, in one statement.
+rows_holder: ContextVar[Callable[[Sequence[Statement]], bool] | None] = ContextVar(
+    "rows_holder", default=None
+)
 
 
 @cache
@@ -55,27 +64,31 @@ def row_insert(instance: Model) -> None:
 
 def rows_write(*statements: Statement) -> None:
     """INSERTs and UPDATEs that stand or fall together. On PostgreSQL one
-    statement (all but the last as data-modifying WITH clauses), atomic by
-    itself: one round trip, where a transaction around them would cost three
-    more (BEGIN, each statement's, COMMIT). Foreign keys between the rows
-    hold: they are checked when the statement ends. Elsewhere, in a
-    transaction."""
+    statement (one_statement), atomic by itself: one round trip, where a
+    transaction around them would cost three more (BEGIN, each statement's,
+    COMMIT). Elsewhere, in a transaction. A keyed create may hold them
+    (rows_holder) and write them later, with its kept answer."""
+    holder = rows_holder.get()
+    if holder is not None and holder(statements):
+        return
     if connection.vendor == "postgresql" or len(statements) == 1:
-        *first, (last_sql, last_params) = statements
-        sql = last_sql
-        params: list[Any] = []
-        if first:
-            sql = (
-                "WITH "
-                + ", ".join(f"w{n} AS ({text})" for n, (text, _) in enumerate(first))
-                + " "
-                + last_sql
-            )
-            for _, values in first:
-                params += values
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*params, *last_params])
+            cursor.execute(*one_statement(statements))
         return
     with transaction.atomic(), connection.cursor() as cursor:
         for sql, values in statements:
             cursor.execute(sql, values)
+
+
+def one_statement(statements: Sequence[Statement]) -> Statement:
+    """PostgreSQL: the statements as one, all but the last as data-modifying
+    WITH clauses. Foreign keys between the rows hold: they are checked when
+    the statement ends."""
+    *first, (last_sql, last_params) = statements
+    if not first:
+        return last_sql, last_params
+    sql = "WITH " + ", ".join(f"w{n} AS ({text})" for n, (text, _) in enumerate(first))
+    params: list[Any] = []
+    for _, values in first:
+        params += values
+    return f"{sql} {last_sql}", [*params, *last_params]

@@ -8,11 +8,17 @@ key dropped."""
 
 import base64
 import binascii
+import contextlib
+import os
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
+from cryptography.exceptions import InvalidTag
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, models, transaction
@@ -80,14 +86,45 @@ def _decrypted(keys: tuple[str, ...], token: str) -> str:
         raise _undecryptable() from None
 
 
+# A sealed value: this byte, a random 96-bit nonce, then AES-256-GCM-SIV's
+# ciphertext and tag. (Fernet tokens, which seals were before, start with "g".)
+_SEALED = b"\x01"
+_NONCE = 12
+
+
+@lru_cache(maxsize=4)
+def _sealers(keys: tuple[str, ...]) -> tuple[AESGCMSIV, ...]:
+    """An AEAD per key, its key derived from the Fernet key (HKDF-SHA256, a
+    purpose of its own). GCM-SIV: a repeated random nonce would tell two
+    equal values apart from two others, not give the key away."""
+    _fernet(keys)  # each key checked as Fernet keys are
+    return tuple(
+        AESGCMSIV(
+            HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"secret_seal").derive(
+                base64.urlsafe_b64decode(key)
+            )
+        )
+        for key in keys
+    )
+
+
 def secret_seal(data: bytes) -> bytes:
-    """`data` encrypted as a secret is, for larger values kept a while (the
-    answers kept for Idempotency-Keys, which may hold a user key): not
-    cached, unlike secret_decrypt's small values."""
-    return _fernet(_keys()).encrypt(data)
+    """`data` encrypted with the first key, for larger values kept a while
+    (the answers kept for Idempotency-Keys, which may hold a user key), on a
+    request's path: AES-GCM-SIV costs a tenth of a Fernet token's CPU there.
+    Not cached, unlike secret_decrypt's small values."""
+    nonce = os.urandom(_NONCE)
+    return _SEALED + nonce + _sealers(_keys())[0].encrypt(nonce, data, None)
 
 
 def secret_unseal(token: bytes) -> bytes:
+    """What secret_seal sealed, with any of the keys (or a Fernet token)."""
+    if token[:1] == _SEALED:
+        nonce, sealed = token[1 : 1 + _NONCE], token[1 + _NONCE :]
+        for sealer in _sealers(_keys()):
+            with contextlib.suppress(InvalidTag):
+                return sealer.decrypt(nonce, sealed, None)
+        raise _undecryptable()
     try:
         return _fernet(_keys()).decrypt(token)
     except InvalidToken:

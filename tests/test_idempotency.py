@@ -2,23 +2,31 @@
 answered the first answer and creates nothing, on every such route; a key is
 its credential's alone; error answers are not kept; of two twins the second
 to keep its answer makes nothing; expired keys count as absent and are
-purged; and concurrent twins never make two objects, against real servers."""
+purged; and concurrent twins never make two objects, against real servers.
+On PostgreSQL a keyed create out of a transaction writes its rows with its
+answer in one statement: no round trip more than without a key, with the
+same guarantees (a twin waits for it, a crash leaves nothing)."""
 
+import contextlib
+import tempfile
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
+from cryptography.fernet import Fernet
+from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import Model
 from django.http import HttpResponse
 from django.utils import timezone
 from rest_framework.request import Request
 from rest_framework.test import APIClient
 
+import events.services.events
 import events.views
 from bots.idempotency import idempotency_keys_purge_expired, idempotent_run, request_fingerprint
 from bots.models import Bot, Conversation, IdempotencyKey, Membership, Message, Participant, User
@@ -26,8 +34,10 @@ from bots.tasks import purge_expired_idempotency_keys
 from chat.keys import user_key_issue
 from chat.models import ChatConnection, State
 from events.models import Event
+from events.services.events import event_build
 from platform_site.api.errors import IdempotencyMismatch
-from platform_site.secret_fields import secret_seal, secret_unseal
+from platform_site.row_insert import row_insert
+from platform_site.secret_fields import UndecryptableSecret, secret_seal, secret_unseal
 from tests.conftest import admin_api, assert_error, runtime_api
 from tests.factories import (
     BotFactory,
@@ -275,6 +285,29 @@ def test_an_error_answered_rather_than_raised_keeps_nothing(bot):
     assert answer.status_code == 400
     assert not Event.objects.exists()
     assert not IdempotencyKey.objects.exists()
+
+
+# --- The kept body, encrypted ----------------------------------------------
+
+
+def test_a_kept_body_is_sealed_with_the_first_key_and_read_with_any(settings):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.SECRET_ENCRYPTION_KEYS = [old]
+    body = b'{"key":"user key 123"}'
+    sealed = secret_seal(body)
+    assert sealed[:1] == b"\x01" and body not in sealed
+    assert secret_seal(body) != sealed  # a nonce of its own each time
+    # A new key put first: what the old one sealed is still read.
+    settings.SECRET_ENCRYPTION_KEYS = [new, old]
+    assert secret_unseal(sealed) == body
+    assert secret_unseal(secret_seal(body)) == body
+    # Answers kept as Fernet tokens (before AES-GCM-SIV) are read too.
+    assert secret_unseal(Fernet(old).encrypt(body)) == body
+    settings.SECRET_ENCRYPTION_KEYS = [new]
+    with pytest.raises(UndecryptableSecret):
+        secret_unseal(sealed)
+    with pytest.raises(UndecryptableSecret):
+        secret_unseal(sealed[:-1] + bytes([sealed[-1] ^ 1]))  # tampered with
 
 
 # --- Twins and expiry ------------------------------------------------------
@@ -568,9 +601,21 @@ ROUTES = {
 }
 
 
-@pytest.mark.django_db
-@pytest.mark.parametrize("operation", sorted(ROUTES))
+@pytest.mark.parametrize(
+    "operation",
+    [
+        pytest.param(name, marks=mark, id=f"{name}-{way}")
+        for name in sorted(ROUTES)
+        for way, mark in (
+            ("in-a-transaction", pytest.mark.django_db),
+            ("autocommit", pytest.mark.django_db(transaction=True)),
+        )
+    ],
+)
 def test_every_post_that_creates_honours_the_key(bot, chat, operation):
+    """In a test's transaction (the usual way), and out of one (on
+    PostgreSQL: the rows held and written with the answer, or the
+    transaction opened by the first other write)."""
     route = ROUTES[operation]
     client, path, body = route.client(bot, chat), route.path(chat), route.body(chat)
     before = route.model._default_manager.count()
@@ -613,6 +658,342 @@ def test_every_post_that_creates_is_documented_as_taking_a_key():
         for status, response in responses.items():
             if status.startswith("2"):
                 assert REPLAYED in response["headers"], (operation["operationId"], status)
+
+
+# --- PostgreSQL: the rows and the answer in one statement -----------------
+
+on_postgresql = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="one statement on PostgreSQL only"
+)
+
+
+@dataclass
+class Wire:
+    """What the driver sent and received (libpq's trace of the protocol)."""
+
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def round_trips(self) -> int:
+        return sum("\tReadyForQuery\t" in line for line in self.lines if line.startswith("B"))
+
+    @property
+    def statements(self) -> list[str]:
+        return [line for line in self.lines if line.startswith("F") and "\tParse\t" in line]
+
+    @property
+    def begins(self) -> int:
+        return sum('\tQuery\t "BEGIN"' in line for line in self.lines if line.startswith("F"))
+
+
+@contextlib.contextmanager
+def wire() -> Iterator[Wire]:
+    """The messages this thread's connection exchanges with PostgreSQL while inside."""
+    from psycopg import pq
+
+    connection.ensure_connection()
+    pgconn = connection.connection.pgconn
+    seen = Wire()
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield seen
+        finally:
+            pgconn.untrace()
+            trace.seek(0)
+            seen.lines = trace.read().splitlines()
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("operation", "more"),
+    [
+        # Rows written by rows_write: held, and written with the answer.
+        ("createEvent", 0),
+        ("chatCreateMessage", 0),
+        # A service in a transaction of its own: the answer's INSERT in it.
+        ("createMessage", 1),
+        ("createBot", 1),
+    ],
+)
+def test_a_keyed_create_costs_one_statement_more_at_most_and_no_transaction_more(
+    bot, chat, operation, more
+):
+    route = ROUTES[operation]
+    client, path, body = route.client(bot, chat), route.path(chat), route.body(chat)
+    bodies = iter([{**route.body(chat), "name": f"Bot {n}"} for n in range(3)])
+    if operation != "createBot":
+        bodies = iter([body] * 3)
+    # Warm: the credentials remembered, the token's last use written.
+    assert client.post(path, next(bodies), format="json").status_code == 201
+
+    with wire() as unkeyed:
+        assert client.post(path, next(bodies), format="json").status_code == 201
+    with wire() as keyed_:
+        answer = client.post(path, next(bodies), format="json", **keyed("one-trip"))
+        assert answer.status_code == 201
+
+    assert keyed_.round_trips == unkeyed.round_trips + more
+    assert keyed_.begins == unkeyed.begins
+    assert len(keyed_.statements) == len(unkeyed.statements) + more
+    assert not [line for line in keyed_.lines if "SAVEPOINT" in line]
+    assert "bots_idempotencykey" in "".join(keyed_.statements[-1:])
+    assert IdempotencyKey.objects.get().key == "one-trip"
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_block_rolled_back_to_its_unsent_savepoint_is_undone(bot):
+    """A service's atomic block entered before anything was written starts
+    the transaction instead of sending a savepoint: rolled back to, the
+    transaction is, and what follows starts another."""
+
+    def handle() -> HttpResponse:
+        with contextlib.suppress(IntegrityError), transaction.atomic():
+            undone = EventFactory(bot=bot, type="undone")
+            EventFactory(bot=bot, id=undone.id)  # fails: the transaction is in error
+        EventFactory(bot=bot, type="kept")
+        with transaction.atomic():  # a savepoint now: the transaction is open
+            EventFactory(bot=bot, type="nested")
+        return HttpResponse(b"made", status=201)
+
+    with wire() as sent:
+        answer = idempotent_run(key="order-1", scope="s", fingerprint="f", handle=handle)
+
+    assert answer.status_code == 201
+    assert sorted(Event.objects.values_list("type", flat=True)) == ["kept", "nested"]
+    assert secret_unseal(bytes(IdempotencyKey.objects.get().response_body)) == b"made"
+    sent_sql = "\n".join(line for line in sent.lines if line.startswith("F"))
+    assert sent_sql.count("SAVEPOINT") == 2  # the nested block's, and its release
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_what_a_keyed_create_sets_off_waits_for_its_statement(runtime, monkeypatch):
+    woken: list[int] = []
+    # The wake-up of a worker for the new event, once it is committed.
+    monkeypatch.setattr(
+        events.services.events, "deliveries_wake", lambda: woken.append(Event.objects.count())
+    )
+    assert post_event(runtime, "order-1").status_code == 201
+    assert woken == [1]  # after the statement, which stored the event
+    assert post_event(runtime, "order-1")[REPLAYED] == "true"
+    assert woken == [1]  # the replay made nothing and woke nobody
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_request_leaves_nothing_held_or_written(runtime, monkeypatch):
+    create = events.views.event_create
+
+    def create_then_fail(**kwargs: Any) -> Any:
+        create(**kwargs)
+        raise RuntimeError("the process fails after the insert")
+
+    monkeypatch.setattr(events.views, "event_create", create_then_fail)
+    assert_error(post_event(runtime, "order-1"), 500, "Internal")
+    assert not Event.objects.exists()
+    assert not IdempotencyKey.objects.exists()
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_write_of_another_kind_opens_the_transaction_and_rolls_back_with_it(
+    bot, runtime, monkeypatch
+):
+    def write_then_fail(**kwargs: Any) -> Any:
+        EventFactory(bot=bot)  # through the ORM: not held, the transaction opens
+        raise RuntimeError("the process fails after the insert")
+
+    monkeypatch.setattr(events.views, "event_create", write_then_fail)
+    assert_error(post_event(runtime, "order-1"), 500, "Internal")
+    assert not Event.objects.exists()
+    assert not IdempotencyKey.objects.exists()
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_read_after_held_rows_sees_them(bot):
+    def handle() -> HttpResponse:
+        event = event_build(bot_id=bot.id, type="t", payload={})
+        row_insert(event)  # held
+        # A statement after held rows opens the transaction and writes them first.
+        assert Event.objects.filter(pk=event.pk).exists()
+        return HttpResponse(b"made", status=201)
+
+    with wire() as sent:
+        answer = idempotent_run(key="order-1", scope="s", fingerprint="f", handle=handle)
+
+    assert answer.status_code == 201
+    assert sent.begins == 1
+    assert Event.objects.count() == 1
+    assert secret_unseal(bytes(IdempotencyKey.objects.get().response_body)) == b"made"
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_out_of_a_transaction_an_expired_key_counts_as_absent(runtime, scope_and_fingerprint):
+    scope, _ = scope_and_fingerprint
+    kept_row(scope, "another request", expires_at=timezone.now() - timedelta(seconds=1))
+
+    answer = post_event(runtime, "order-1")
+
+    assert answer.status_code == 201
+    assert REPLAYED not in answer.headers
+    row = IdempotencyKey.objects.get(key="order-1")
+    assert row.expires_at > timezone.now()
+    assert secret_unseal(bytes(row.response_body)) == answer.content
+    assert Event.objects.count() == 1
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_reference_deleted_before_the_statement_is_reported_as_without_a_key(
+    bot, runtime, monkeypatch
+):
+    """The held event names a conversation deleted (by another connection)
+    after it was looked up: the statement fails whole, and the request runs
+    again the usual way, which finds the conversation missing."""
+    conversation = ConversationFactory(bot=bot)
+    lookup = events.services.events.conversation_reference_get
+
+    def looked_up_then_deleted(**kwargs: Any) -> Any:
+        found = lookup(**kwargs)
+        with other_connection() as other:
+            other.execute("DELETE FROM bots_conversation WHERE id = %s", (conversation.id,))
+        return found
+
+    monkeypatch.setattr(
+        events.services.events, "conversation_reference_get", looked_up_then_deleted
+    )
+    answer = post_event(runtime, "order-1", {**EVENT, "conversationId": conversation.id})
+
+    assert_error(answer, 400, "ReferenceNotFound")
+    assert not Event.objects.exists()
+    assert not IdempotencyKey.objects.exists()
+
+
+@contextlib.contextmanager
+def other_connection(*, autocommit: bool = True) -> Iterator[Any]:
+    """A psycopg connection of its own to the test database."""
+    import psycopg
+
+    db = connection.settings_dict
+    with psycopg.connect(
+        dbname=db["NAME"],
+        host=db["HOST"],
+        port=db["PORT"] or None,
+        user=db["USER"],
+        password=db["PASSWORD"] or None,
+        autocommit=autocommit,
+    ) as other:
+        yield other
+
+
+def key_taken_by_another_transaction(other: Any, scope: str, fingerprint: str) -> None:
+    """A twin's answer for "order-1", written and not committed yet."""
+    now = timezone.now()
+    other.execute(
+        "INSERT INTO bots_idempotencykey (scope, key, fingerprint, status_code, response_body,"
+        " response_headers, created_at, expires_at) VALUES (%s, 'order-1', %s, 201, %s,"
+        ' \'{"Content-Type": "application/json"}\', %s, %s)',
+        (scope, fingerprint, secret_seal(b'{"event":"twin"}'), now, now + timedelta(hours=1)),
+    )
+
+
+@dataclass
+class InFlight:
+    """A request sent from a thread of its own."""
+
+    thread: threading.Thread
+    answers: list[Any] = field(default_factory=list)
+
+    def answer(self) -> Any:
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+        [answer] = self.answers
+        return answer
+
+
+def sent_apart(send: Callable[[], Any]) -> InFlight:
+    in_flight = InFlight(threading.Thread(target=lambda: None))
+
+    def run() -> None:
+        try:
+            in_flight.answers.append(send())
+        finally:
+            connections.close_all()
+
+    in_flight.thread = threading.Thread(target=run)
+    in_flight.thread.start()
+    return in_flight
+
+
+def backend_waiting_on_the_key(other: Any) -> int:
+    """The PostgreSQL process whose statement waits on a lock to write a
+    kept answer (the twin's uncommitted key), once there is one."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        row = other.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE '%%bots_idempotencykey%%'"
+        ).fetchone()
+        if row:
+            return int(row[0])
+        time.sleep(0.02)
+    raise AssertionError("no statement waits on the key")
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("twin", ["commits", "rolls back"])
+def test_a_twin_waits_for_the_first_and_gets_its_answer_or_goes_ahead(
+    runtime, scope_and_fingerprint, twin
+):
+    scope, fingerprint = scope_and_fingerprint
+    with other_connection(autocommit=False) as first:
+        key_taken_by_another_transaction(first, scope, fingerprint)
+        in_flight = sent_apart(lambda: post_event(runtime, "order-1"))
+        with other_connection() as watcher:
+            backend_waiting_on_the_key(watcher)
+        first.commit() if twin == "commits" else first.rollback()
+        answer = in_flight.answer()
+
+    assert answer.status_code == 201
+    if twin == "commits":
+        assert (answer[REPLAYED], answer.content) == ("true", b'{"event":"twin"}')
+        assert not Event.objects.exists()  # the waiting twin's event was never written
+    else:
+        assert REPLAYED not in answer.headers
+        assert Event.objects.count() == 1
+        row = IdempotencyKey.objects.get(key="order-1")
+        assert secret_unseal(bytes(row.response_body)) == answer.content
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_during_the_statement_leaves_neither_the_object_nor_the_answer(
+    runtime, scope_and_fingerprint
+):
+    """The request's backend is killed while its one statement (the event
+    and the kept answer) waits: neither was written, and the key is free."""
+    scope, fingerprint = scope_and_fingerprint
+    with other_connection(autocommit=False) as first:
+        key_taken_by_another_transaction(first, scope, fingerprint)
+        in_flight = sent_apart(lambda: post_event(runtime, "order-1"))
+        with other_connection() as watcher:
+            pid = backend_waiting_on_the_key(watcher)
+            watcher.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        answer = in_flight.answer()
+        first.rollback()
+
+    assert answer.status_code >= 500
+    assert not Event.objects.exists()
+    assert not IdempotencyKey.objects.filter(key="order-1").exists()
+    mended = post_event(runtime, "order-1")  # the key is free
+    assert (mended.status_code, REPLAYED in mended.headers) == (201, False)
 
 
 # --- Concurrent twins, against real servers ------------------------------

@@ -1,5 +1,9 @@
 from django.db import models
 
+# The constraint a second answer for a key meets (bots/idempotency.py tells
+# a taken key by it).
+IDEMPOTENCY_KEY_UNIQUE = "idempotency_key_unique"
+
 
 class IdempotencyKey(models.Model):
     """The first answer to a POST sent with an `Idempotency-Key`, kept so that
@@ -22,7 +26,7 @@ class IdempotencyKey(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["scope", "key"], name="idempotency_key_unique"),
+            models.UniqueConstraint(fields=["scope", "key"], name=IDEMPOTENCY_KEY_UNIQUE),
         ]
 
     def __str__(self) -> str:
