@@ -2,7 +2,9 @@
 the chat connection's encryption key."""
 
 import re
+import time
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import jwt
@@ -36,9 +38,21 @@ def user_key_issue(
 def user_key_read(*, connection: ChatConnection, key: str) -> str:
     """The chat user id a key names, once its signature (and expiry, if it
     has one) checks out."""
+    chat_user_id, expires = _key_checked(key, connection.encryption_key)
+    if expires is not None and expires <= time.time():
+        raise InvalidUserKey("The user key has expired")
+    return chat_user_id
+
+
+# A chat user sends the same key with every request: its signature is
+# checked once per process (and per signing key, so a new key of the chat
+# refuses the old ones at once), its expiry at every use. Only a key that
+# checked out is kept.
+@lru_cache(maxsize=4096)
+def _key_checked(key: str, secret: str) -> tuple[str, float | None]:
     try:
         claims: dict[str, Any] = jwt.decode(
-            key, connection.encryption_key, algorithms=["HS256"], options={"require": ["id"]}
+            key, secret, algorithms=["HS256"], options={"require": ["id"]}
         )
     except jwt.ExpiredSignatureError:
         raise InvalidUserKey("The user key has expired") from None
@@ -50,7 +64,8 @@ def user_key_read(*, connection: ChatConnection, key: str) -> str:
             "The user key does not name a user: its id must be 1 to "
             f"{CHAT_ID_MAX_LENGTH} letters, digits, '_', '-' or '/'"
         )
-    return chat_user_id
+    expires = claims.get("exp")
+    return chat_user_id, None if expires is None else float(expires)
 
 
 def signed_object_read(*, connection: ChatConnection, token: str) -> dict[str, Any]:

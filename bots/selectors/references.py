@@ -3,23 +3,39 @@ integration by its name), if the bot owns it. Events and chat both link what
 they write to a bot's conversations, users, messages, workflows and
 integrations through these."""
 
-from typing import TypeVar
+from functools import cache
+from typing import TypeVar, cast
 
+from django.db import connection
 from django.db.models import Model
 
 from bots.models import Conversation, IntegrationInstallation, Message, User, Workflow
 from platform_site.domain_errors import MissingReference
+from platform_site.row_select import instance_from_row, select_list
 
 ModelT = TypeVar("ModelT", bound=Model)
 
 
+@cache
+def _owned_sql(model: type[Model], vendor: str) -> str:
+    # Written once per model: on a create that names a conversation, the
+    # ORM's compilation of this lookup cost more than the rest of the view.
+    quote = connection.ops.quote_name
+    return (
+        f"SELECT {select_list(model, 'o')} FROM {quote(model._meta.db_table)} o"
+        f" WHERE o.{quote('id')} = %s AND o.{quote('bot_id')} = %s"
+    )
+
+
 def _owned(model: type[ModelT], *, bot_id: str, object_id: str, field: str) -> ModelT:
-    found = model._default_manager.filter(bot_id=bot_id, id=object_id).first()
-    if found is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_owned_sql(model, connection.vendor), [object_id, bot_id])
+        row = cursor.fetchone()
+    if row is None:
         raise MissingReference(
             f"{field}: {model._meta.verbose_name} {object_id!r} does not exist in this bot"
         )
-    return found
+    return cast(ModelT, instance_from_row(model, row))
 
 
 def conversation_reference_get(
