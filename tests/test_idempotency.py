@@ -713,8 +713,8 @@ def wire() -> Iterator[Wire]:
         # Rows written by rows_write: held, and written with the answer.
         ("createEvent", 0),
         ("chatCreateMessage", 0),
+        ("createMessage", 0),
         # A service in a transaction of its own: the answer's INSERT in it.
-        ("createMessage", 1),
         ("createBot", 1),
     ],
 )

@@ -17,25 +17,32 @@ ModelT = TypeVar("ModelT", bound=Model)
 
 
 @cache
-def _owned_sql(model: type[Model], vendor: str) -> str:
+def _owned_sql(model: type[Model], vendor: str, column: str) -> str:
     # Written once per model: on a create that names a conversation, the
     # ORM's compilation of this lookup cost more than the rest of the view.
     quote = connection.ops.quote_name
     return (
         f"SELECT {select_list(model, 'o')} FROM {quote(model._meta.db_table)} o"
-        f" WHERE o.{quote('id')} = %s AND o.{quote('bot_id')} = %s"
+        f" WHERE o.{quote(column)} = %s AND o.{quote('bot_id')} = %s"
     )
 
 
-def _owned(model: type[ModelT], *, bot_id: str, object_id: str, field: str) -> ModelT:
+def _owned_row(
+    model: type[ModelT], *, bot_id: str, value: str, column: str = "id"
+) -> ModelT | None:
     with connection.cursor() as cursor:
-        cursor.execute(_owned_sql(model, connection.vendor), [object_id, bot_id])
+        cursor.execute(_owned_sql(model, connection.vendor, column), [value, bot_id])
         row = cursor.fetchone()
-    if row is None:
+    return None if row is None else cast(ModelT, instance_from_row(model, row))
+
+
+def _owned(model: type[ModelT], *, bot_id: str, object_id: str, field: str) -> ModelT:
+    found = _owned_row(model, bot_id=bot_id, value=object_id)
+    if found is None:
         raise MissingReference(
             f"{field}: {model._meta.verbose_name} {object_id!r} does not exist in this bot"
         )
-    return cast(ModelT, instance_from_row(model, row))
+    return found
 
 
 def conversation_reference_get(
@@ -46,6 +53,12 @@ def conversation_reference_get(
 
 def user_reference_get(*, bot_id: str, user_id: str, field: str = "userId") -> User:
     return _owned(User, bot_id=bot_id, object_id=user_id, field=field)
+
+
+def user_by_chat_id(*, bot_id: str, chat_id: str) -> User | None:
+    """The bot's user with this chat id, if any (the bot's own user, on each
+    of its replies)."""
+    return _owned_row(User, bot_id=bot_id, value=chat_id, column="chat_id")
 
 
 def message_reference_get(*, bot_id: str, message_id: str, field: str = "messageId") -> Message:

@@ -15,6 +15,7 @@ from bots.actors import PLATFORM, Actor
 from bots.credential_invalidation import credentials_changed
 from bots.models import AuditAction, Bot, DeliveryFormat, User, Workspace
 from bots.models.bot import new_signing_secret
+from bots.selectors.references import user_by_chat_id
 from bots.services.audit import audit, changed_fields
 from platform_site.api.ids import new_id
 from platform_site.domain_errors import InvalidValue
@@ -179,10 +180,21 @@ def bot_signing_secret_rotate(*, bot: Bot, actor: Actor = PLATFORM) -> Bot:
 
 def bot_user_get_or_create(*, bot: Bot) -> User:
     """The user that stands for the bot itself, made the first time it speaks
-    or when it is set to be delivered in `botpress` format (x-bot-user-id)."""
-    user, _ = User.objects.get_or_create(
-        bot=bot,
-        chat_id=BOT_USER_CHAT_ID_PREFIX + bot.id,
-        defaults={"id": new_id("user"), "name": bot.name, "tags": {"role": "bot"}},
-    )
+    or when it is set to be delivered in `botpress` format (x-bot-user-id).
+
+    Read by one plain SELECT, as it is on every reply but the first; the
+    defaults are only made on a miss (the bot a request authenticates with
+    may not have its name loaded, and reading it would cost a query)."""
+    chat_id = BOT_USER_CHAT_ID_PREFIX + bot.id
+    user = user_by_chat_id(bot_id=bot.id, chat_id=chat_id)
+    if user is None:
+        user, _ = User.objects.get_or_create(
+            bot=bot,
+            chat_id=chat_id,
+            defaults={
+                "id": lambda: new_id("user"),
+                "name": lambda: bot.name,
+                "tags": {"role": "bot"},
+            },
+        )
     return user

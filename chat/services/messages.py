@@ -138,18 +138,17 @@ def bot_message_create(
     a `due_at` still to come, it is stored to be made then
     (scheduled_messages.py), and what is answered is the message it will be."""
     try:
-        with transaction.atomic():
-            return _bot_message_insert(
-                bot=bot,
-                conversation=conversation_reference_get(
-                    bot_id=bot.id, conversation_id=conversation_id
-                ),
-                user_id=user_id,
-                payload=payload,
-                tags=tags,
-                origin=origin,
-                due_at=due_at,
-            )
+        # No transaction around it: what it reads is checked again by the
+        # write's foreign keys, and the write is one statement (rows_write).
+        return _bot_message_insert(
+            bot=bot,
+            conversation=conversation_reference_get(bot_id=bot.id, conversation_id=conversation_id),
+            user_id=user_id,
+            payload=payload,
+            tags=tags,
+            origin=origin,
+            due_at=due_at,
+        )
     except IntegrityError:
         raise _deleted_meanwhile() from None
 
@@ -226,8 +225,12 @@ def _bot_message_insert(
             id=new_id_at("msg", due_at), due_at=due_at, **fields
         )
         return scheduled_message_message(scheduled)
-    message = Message.objects.create(is_bot=True, **fields)
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
+    # The message and the conversation's new updatedAt written together.
+    message = Message(is_bot=True, **fields)
+    rows_write(
+        insert_statement(message),
+        update_statement(Conversation, conversation.pk, updated_at=message.created_at),
+    )
     stream_publish(
         conversation_id=conversation.id,
         type=MESSAGE_CREATED,
