@@ -30,7 +30,6 @@ import importlib.util
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,7 +65,7 @@ def platform(
     command += ["web", "worker", "beat"]
     with servers.started(command, cwd=ROOT, env=env, log_path=out) as process:
         deadline = time.monotonic() + 90
-        while not _ready(port):
+        while not servers.ready(port):
             if time.monotonic() > deadline:
                 raise SystemExit(f"{variant}: the platform did not start; see {out}")
             time.sleep(0.5)
@@ -74,12 +73,14 @@ def platform(
         yield process
 
 
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
+def _settle(proj: Project) -> None:
+    """Not timed: the tables the phases write vacuumed and analysed, and a
+    CHECKPOINT, so that a phase pays for no earlier phase's dead rows and
+    dirty buffers (PostgreSQL's CPU per create otherwise climbs from phase
+    to phase, whatever the configuration)."""
+    with proj.connect(autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) events_event, events_deliveryattempt")
+        conn.execute("CHECKPOINT")
 
 
 def main() -> int:
@@ -111,9 +112,12 @@ def main() -> int:
                         url = f"http://127.0.0.1:{port}/v1/chat/events"
                         load.run_wrk(wrk, url, script, connections=args.connections,
                                      threads=2, seconds=WARMUP)  # fmt: skip
+                        _settle(proj)
                         machine.wait_for_quiet(max_wait=60)
+                        roles = machine.platform_groups(process.pid)
                         groups = {
                             "platform": machine.tree(process.pid),
+                            **roles,
                             "redis": machine.pids_named("redis-server"),
                             "receiver": [receiver.pid],
                         }
@@ -137,6 +141,12 @@ def main() -> int:
                         f" per create; access lines {lines}",
                         flush=True,
                     )
+                    by_process = ", ".join(
+                        f"{name} {cpu.per_request_ms(name, created):.3f}"
+                        for name in (*roles, "redis")
+                        if roles.get(name, True)
+                    )
+                    print(f"    CPU ms per create by process: {by_process}", flush=True)
                     if requests != created:
                         failures.append(f"{variant}: {requests - created} answers not 201")
                     if abs(stored - created) > args.connections:

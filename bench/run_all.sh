@@ -16,7 +16,7 @@ mkdir -p bench/out
 status=0
 # create_event first: passages_depth writes and then drops about 1 GB, and the
 # disk's writeback after it would slow the commits that create_event measures.
-for bench in web_tier protection observability create_event passages_depth delivery delivery_load scheduled_messages indexing passages_page chat_stream chat_messages retention sdk_bots webchat; do
+for bench in web_tier platform_targets protection observability create_event passages_depth delivery delivery_load scheduled_messages indexing passages_page chat_stream chat_messages retention sdk_bots webchat; do
   echo "==================== $bench"
   "$PYTHON" "bench/$bench.py" 2> >(tee "bench/out/$bench.log" >&2) | tee "bench/out/$bench.txt"
   rc=${PIPESTATUS[0]}

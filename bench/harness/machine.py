@@ -185,6 +185,39 @@ def tree(pid: int) -> list[int]:
     return found
 
 
+# What each of the Procfile's processes runs, as its command line says.
+_ROLES = (
+    ("web", "platform_site.serve"),
+    ("worker", " worker"),
+    ("beat", " beat"),
+    ("demo bot", "echo_bot"),
+)
+
+
+def platform_groups(runner: int) -> dict[str, list[int]]:
+    """The processes under `runner` (make run's procfile_runner, or honcho)
+    by role: web, worker, beat, demo bot, and the runner itself (with its
+    shells, if any): CPU by process, so the next bottleneck shows."""
+    groups: dict[str, list[int]] = {role: [] for role, _ in _ROLES}
+    groups["runner"] = []
+
+    def walk(pid: int, role: str) -> None:
+        line = cmdline(pid)
+        for name, marker in _ROLES:
+            if marker in line:
+                role = name
+                break
+        groups[role].append(pid)
+        for child in children_of(pid):
+            walk(child, role)
+
+    # The runner's own command line names the processes it starts.
+    groups["runner"].append(runner)
+    for child in children_of(runner):
+        walk(child, "runner")
+    return groups
+
+
 def pids_named(name: str) -> list[int]:
     found = []
     for entry in _proc_entries():

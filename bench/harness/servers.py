@@ -89,11 +89,17 @@ def _log_errors(log_path: Path, lines: int) -> None:
         log("server log (last lines):\n" + "\n".join(tail))
 
 
-def _healthy(base_url: str) -> bool:
+def _healthy(base_url: str, probe: str = "healthz") -> bool:
     with contextlib.suppress(OSError, urllib.error.URLError):
-        with urllib.request.urlopen(f"{base_url}/healthz", timeout=2) as answer:
+        with urllib.request.urlopen(f"{base_url}/{probe}", timeout=2) as answer:
             return answer.status == 200
     return False
+
+
+def ready(port: int) -> bool:
+    """Whether the service on the loopback port answers /readyz (its
+    database and broker reachable)."""
+    return _healthy(f"http://127.0.0.1:{port}", "readyz")
 
 
 @dataclass
