@@ -581,6 +581,13 @@ METRICS_BEARER_TOKEN = env.str("METRICS_BEARER_TOKEN", default="")
 FORWARDED_ALLOW_IPS = env.str("FORWARDED_ALLOW_IPS", default="")
 # Read at each scrape, besides the processes' own metrics.
 METRICS_COLLECTORS = ["events.metrics.DeliveryBacklogCollector"]
+# The due backlog is counted up to this many events at each scrape, so that
+# a scrape costs the same whatever the backlog (events/metrics.py).
+METRICS_BACKLOG_COUNT_LIMIT = env.int("METRICS_BACKLOG_COUNT_LIMIT", default=10_000)
+if METRICS_BACKLOG_COUNT_LIMIT < 1:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("METRICS_BACKLOG_COUNT_LIMIT must be at least 1")
 # A host that runs workers and no web process: a worker's main process
 # serves the host's metrics there (no access control: keep it on loopback
 # or a private network).

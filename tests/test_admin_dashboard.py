@@ -220,6 +220,26 @@ def test_a_first_run_looks_back_the_backfill_hours_only(bot, settings, now):
     assert event_rollups_update(now=now).start == current - HOUR - recomputed_overlap()
 
 
+def test_a_backfill_is_written_an_hour_at_a_time(bot, settings, now):
+    settings.DASHBOARD_ROLLUP_BACKFILL_HOURS = 3
+    current = minute_floor(now)
+    moments = [current - 150 * MINUTE, current - 61 * MINUTE, current - 60 * MINUTE, current]
+    for moment in moments:
+        attempt(event_at(bot, moment), moment + SECOND)
+
+    with CaptureQueriesContext(connection) as queries:
+        run = event_rollups_update(now=now)
+
+    # Every minute counted once, whichever hour it fell in.
+    rows = EventMinute.objects.order_by("minute")
+    assert [(row.minute, row.created) for row in rows] == [(moment, 1) for moment in moments]
+    assert run.minutes == len(moments)
+    # Three hours and a minute: four transactions of their own (savepoints
+    # here, in the test's transaction), and the purge's.
+    opened = [q for q in queries.captured_queries if q["sql"].startswith("SAVEPOINT")]
+    assert len(opened) == 5
+
+
 def test_the_rollup_runs_on_beat_through_celery(settings, bot, now):
     entry = settings.CELERY_BEAT_SCHEDULE["roll-up-dashboard"]
     assert entry == {

@@ -373,6 +373,18 @@ def test_the_backlog_counts_what_is_due_and_unclaimed(hooked_bot):
 
 
 @pytest.mark.django_db
+def test_the_backlog_is_counted_up_to_its_limit(hooked_bot, settings):
+    settings.METRICS_BACKLOG_COUNT_LIMIT = 3
+    for seconds in (30, 20, 10, 5, 1):
+        EventFactory(bot=hooked_bot, status=EventStatus.SCHEDULED, due_at=ago(seconds))
+
+    values = scrape()
+    assert values["platform_events_due_unclaimed"] == 3
+    # The oldest is the oldest of all, not of those counted.
+    assert values["platform_events_due_unclaimed_oldest_seconds"] >= 30
+
+
+@pytest.mark.django_db
 def test_what_a_worker_claimed_leaves_the_backlog(hooked_bot, settings):
     settings.EVENT_LEASE_SECONDS = 60.0
     settings.EVENT_DELIVERY_TIMEOUT = 5.0

@@ -11,9 +11,11 @@ from django.db import migrations, models
 def settings_for_existing_workspaces(apps, schema_editor):
     workspaces = apps.get_model("bots", "Workspace")
     records = apps.get_model("bots", "WorkspaceSettings")
-    records.objects.bulk_create(
-        [records(workspace_id=pk) for pk in workspaces.objects.values_list("pk", flat=True)],
-        ignore_conflicts=True,
+    # On the database being migrated, which may not be the default one.
+    using = schema_editor.connection.alias
+    found = workspaces.objects.using(using).values_list("pk", flat=True)
+    records.objects.using(using).bulk_create(
+        [records(workspace_id=pk) for pk in found], ignore_conflicts=True
     )
 
 

@@ -103,9 +103,12 @@ class Participant(models.Model):
 
 class Message(models.Model):
     id = PrefixedIdField(prefix="msg")
-    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="messages")
+    # Every index is written on each message: `bot` and `conversation` are
+    # indexed by the composites below, which lead with them (and no
+    # `varchar_pattern_ops` twin is kept: nothing searches by LIKE).
+    bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="messages", db_index=False)
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="messages")
     type = models.CharField(max_length=20)

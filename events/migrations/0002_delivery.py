@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 def waiting_events_get_their_next_attempt(apps, schema_editor):
     Event = apps.get_model("events", "Event")
-    Event.objects.filter(status__in=["scheduled", "pending"]).update(
+    Event.objects.using(schema_editor.connection.alias).filter(status__in=["scheduled", "pending"]).update(
         next_attempt_at=models.F("due_at")
     )
 

@@ -40,6 +40,8 @@ _FAILING = (AttemptOutcome.RETRY, AttemptOutcome.FAILED)
 _REASONS_PER_QUERY = 1000
 # A first run writes a day of minutes: in statements of this many rows.
 _ROWS_PER_INSERT = 1000
+# The minutes recomputed per transaction.
+_CHUNK = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,37 @@ def event_rollups_update(*, now: datetime) -> RollupRun:
     latest = EventMinute.objects.aggregate(latest=Max("minute"))["latest"]
     if latest is not None:
         start = max(start, min(latest, current) - recomputed_overlap())
+    written = failing = 0
+    # A first run (or one after a long stop) recomputes a day: an hour at a
+    # time, each in a transaction of its own, so that no transaction, query
+    # or list of rows grows with the backlog (the first day's took 21.9 s in
+    # one at 6M events), and a run cut short keeps what it finished.
+    chunk_start = start
+    while chunk_start < end:
+        chunk_end = min(chunk_start + _CHUNK, end)
+        minutes, failures = _rollups_replace(chunk_start, chunk_end)
+        written += minutes
+        failing += failures
+        chunk_start = chunk_end
+    expired = Q(minute__lt=now - timedelta(hours=settings.DASHBOARD_ROLLUP_KEEP_HOURS))
+    with transaction.atomic():
+        purged = EventMinute.objects.filter(expired).delete()[0]
+        purged += BotFailureMinute.objects.filter(expired).delete()[0]
+        # Bots' analytics are not recomputed (they are counted as they come),
+        # only kept as long.
+        purged += AnalyticsMinute.objects.filter(expired).delete()[0]
+    return RollupRun(
+        start=start,
+        end=end,
+        minutes=written,
+        bot_failure_minutes=failing,
+        purged=purged,
+    )
+
+
+def _rollups_replace(start: datetime, end: datetime) -> tuple[int, int]:
+    """Recompute the minutes of [start, end) and replace their rows; how many
+    event minutes and bot failure minutes were written."""
     minutes = _event_minutes(start, end)
     failures = _bot_failure_minutes(start, end)
     window = Q(minute__gte=start, minute__lt=end)
@@ -90,19 +123,7 @@ def event_rollups_update(*, now: datetime) -> RollupRun:
             update_fields=["workspace", "failed", "last_failure_reason", "last_failure_at"],
             batch_size=_ROWS_PER_INSERT,
         )
-        expired = Q(minute__lt=now - timedelta(hours=settings.DASHBOARD_ROLLUP_KEEP_HOURS))
-        purged = EventMinute.objects.filter(expired).delete()[0]
-        purged += BotFailureMinute.objects.filter(expired).delete()[0]
-        # Bots' analytics are not recomputed (they are counted as they come),
-        # only kept as long.
-        purged += AnalyticsMinute.objects.filter(expired).delete()[0]
-    return RollupRun(
-        start=start,
-        end=end,
-        minutes=len(minutes),
-        bot_failure_minutes=len(failures),
-        purged=purged,
-    )
+    return len(minutes), len(failures)
 
 
 def _event_minutes(start: datetime, end: datetime) -> list[EventMinute]:

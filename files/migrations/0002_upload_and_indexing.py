@@ -7,7 +7,7 @@ from django.utils import timezone
 def give_pending_files_a_due_time(apps, schema_editor):
     # Files left pending before indexing ran as a task are queued at once.
     File = apps.get_model("files", "File")
-    File.objects.filter(status="indexing_pending").update(indexing_due_at=timezone.now())
+    File.objects.using(schema_editor.connection.alias).filter(status="indexing_pending").update(indexing_due_at=timezone.now())
 
 
 class Migration(migrations.Migration):
