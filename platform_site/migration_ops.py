@@ -17,12 +17,18 @@ from django.contrib.postgres.operations import (
 )
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
-from django.db.migrations.operations import AddIndex
 from django.db.migrations.state import ProjectState
 
 
 class AddIndexConcurrently(PostgresAddIndexConcurrently):
     """AddIndex built CONCURRENTLY on PostgreSQL, plainly elsewhere."""
+
+    def _build(self, schema_editor: BaseDatabaseSchemaEditor) -> Any:
+        # PostgreSQL's concurrent operation, or, past it in the method
+        # resolution order, AddIndex's plain one.
+        if schema_editor.connection.vendor == "postgresql":
+            return super()
+        return super(PostgresAddIndexConcurrently, self)
 
     def database_forwards(
         self,
@@ -31,10 +37,7 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         from_state: ProjectState,
         to_state: ProjectState,
     ) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_forwards(app_label, schema_editor, from_state, to_state)
-        else:
-            AddIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+        self._build(schema_editor).database_forwards(app_label, schema_editor, from_state, to_state)
 
     def database_backwards(
         self,
@@ -43,10 +46,9 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         from_state: ProjectState,
         to_state: ProjectState,
     ) -> None:
-        if schema_editor.connection.vendor == "postgresql":
-            super().database_backwards(app_label, schema_editor, from_state, to_state)
-        else:
-            AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+        self._build(schema_editor).database_backwards(
+            app_label, schema_editor, from_state, to_state
+        )
 
 
 def indexes_dropped(table: str, indexes: Sequence[tuple[str, str]]) -> migrations.RunPython:
