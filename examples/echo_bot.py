@@ -14,11 +14,11 @@ and `standardwebhooks` are used, so the file can be copied out of the project.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import threading
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -45,6 +45,26 @@ class EchoBot:
         self.webhook = Webhook(secret)
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
+        parsed = urllib.parse.urlsplit(self.api_url)
+        self._scheme, self._netloc, self._path = parsed.scheme, parsed.netloc, parsed.path
+        # One keep-alive connection to the platform per delivery thread: a
+        # reply does not pay for a new connection (nor the platform for
+        # accepting it).
+        self._local = threading.local()
+
+    def _connection(self, *, fresh: bool) -> http.client.HTTPConnection:
+        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if connection is None or fresh:
+            if connection is not None:
+                connection.close()
+            kind = (
+                http.client.HTTPSConnection
+                if self._scheme == "https"
+                else http.client.HTTPConnection
+            )
+            connection = kind(self._netloc, timeout=10)
+            self._local.connection = connection
+        return connection
 
     def receive(self, headers: dict[str, str], body: bytes) -> int:
         """Handle one delivery; the HTTP status to answer with."""
@@ -78,9 +98,13 @@ class EchoBot:
         self.reply(
             conversation_id=message["conversationId"],
             text=f"You said: {payload['text']}",
+            key=f"echo-{event.get('id')}",
         )
 
-    def reply(self, *, conversation_id: str, text: str) -> dict[str, Any]:
+    def reply(self, *, conversation_id: str, text: str, key: str) -> dict[str, Any]:
+        """Post the reply. `key` (Idempotency-Key) makes a repeat of it (a
+        delivery retried after a lost answer, a request sent again on a
+        fresh connection) answer the first reply instead of a second one."""
         body = {
             "payload": {"type": "text", "text": text},
             "conversationId": conversation_id,
@@ -89,23 +113,34 @@ class EchoBot:
             "type": "text",
             "tags": {},
         }
-        request = urllib.request.Request(
-            f"{self.api_url}/v1/chat/messages",
-            data=json.dumps(body).encode(),
-            method="POST",
-            headers={
-                "Authorization": f"Bearer {self.token}",
-                "x-bot-id": self.bot_id,
-                "Content-Type": "application/json",
-            },
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                answer: dict[str, Any] = json.load(response)
-        except urllib.error.HTTPError as exc:
-            raise ReplyFailed(f"{exc.code} {exc.read()[:500]!r}") from None
-        except (urllib.error.URLError, TimeoutError) as exc:
-            raise ReplyFailed(str(exc)) from None
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "x-bot-id": self.bot_id,
+            "Content-Type": "application/json",
+            "Idempotency-Key": key,
+        }
+        encoded = json.dumps(body).encode()
+        # Once more on a fresh connection when a kept one was closed by the
+        # platform meanwhile (its idle timeout, a restart); the key makes
+        # sending it again safe whatever became of the first.
+        for kept in (True, False):
+            connection = self._connection(fresh=not kept)
+            try:
+                connection.request("POST", f"{self._path}/v1/chat/messages", encoded, headers)
+                response = connection.getresponse()
+                content = response.read()
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                connection.close()
+                if kept:
+                    continue
+                raise ReplyFailed("the platform closed the connection") from None
+            except (OSError, http.client.HTTPException) as exc:
+                connection.close()
+                raise ReplyFailed(str(exc)) from None
+            break
+        if response.status >= 300:
+            raise ReplyFailed(f"{response.status} {content[:500]!r}")
+        answer: dict[str, Any] = json.loads(content)
         log.info("replied in %s: %s", conversation_id, text)
         return answer
 
