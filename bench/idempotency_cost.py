@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import api, cli, load, machine, servers  # noqa: E402
+from harness import api, cli, load, machine, servers, stacks  # noqa: E402
 from harness.project import ROOT, Project, project, redis_forgetting  # noqa: E402
 from harness.report import background_warning, failed_lines, mean  # noqa: E402
 
@@ -227,7 +227,6 @@ class Bench:
     # ------------------------------------------------------------ profile
 
     def profile(self, config: Config) -> None:
-        spy = str(Path(sys.executable).parent / "py-spy")
         seconds = self.args.profile
         url = None
         with self.server(config) as server:
@@ -238,27 +237,16 @@ class Bench:
                 seconds=self.args.warmup,
             )  # fmt: skip
             out = self.tmp / f"spy-{config.name.replace(' ', '-')}"
-            spies = [
-                subprocess.Popen(
-                    [spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                     "--rate", "250", "--format", "raw", "--threads", "--nonblocking",
-                     *(["--gil"] if self.args.profile_gil else []),
-                     "--output", f"{out}.{pid}.txt"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                )
-                for pid in pids
-            ]  # fmt: skip
-            time.sleep(0.5)
-            load.run_wrk(
-                self.wrk, url, self.script(config, 0, "pload"), connections=16, threads=1,
-                seconds=seconds,
-            )  # fmt: skip
-            for run in spies:
-                run.wait()
+            with stacks.recorded(pids, out, seconds, rate=250, gil=self.args.profile_gil):
+                time.sleep(0.5)
+                load.run_wrk(
+                    self.wrk, url, self.script(config, 0, "pload"), connections=16, threads=1,
+                    seconds=seconds,
+                )  # fmt: skip
         keep = self.args.profile_dir
         if keep:
             Path(keep).mkdir(parents=True, exist_ok=True)
-            for path in out.parent.glob(out.name + ".*.txt"):
+            for path in stacks.files(out):
                 shutil.copy(path, Path(keep) / path.name)
         print(f"  profile {config.name}:")
         print(profile_summary(out))
@@ -266,32 +254,16 @@ class Bench:
 
 def profile_summary(out: Path, count: int = 20) -> str:
     """Shares of samples: the frames of interest (total), and the top functions."""
-    own: dict[str, int] = {}
-    total: dict[str, int] = {}
-    samples = 0
-    for path in out.parent.glob(out.name + ".*.txt"):
-        for line in path.read_text().splitlines():
-            stack, _, weight = line.rpartition(" ")
-            if not weight.isdigit():
-                continue
-            frames = [frame for frame in stack.split(";") if frame]
-            if frames and frames[0].startswith(("thread", "process")):
-                frames = [f for f in frames if not f.startswith(("thread", "process"))]
-            samples += int(weight)
-            if frames:
-                own[frames[-1]] = own.get(frames[-1], 0) + int(weight)
-            for frame in set(frames):
-                total[frame] = total.get(frame, 0) + int(weight)
-    if not samples:
+    read = stacks.samples(out)
+    if not read.count:
         return "    (no samples)"
-    lines = [f"    {samples} samples; frames of interest (total):"]
+    lines = [f"    {read.count} samples; frames of interest (total):"]
     for wanted in FRAMES_OF_INTEREST:
-        hits = sum(n for frame, n in total.items() if frame.startswith(wanted))
+        hits = sum(n for frame, n in read.total.items() if frame.startswith(wanted))
         if hits:
-            lines.append(f"      {hits / samples:6.1%}  {wanted}")
+            lines.append(f"      {hits / read.count:6.1%}  {wanted}")
     lines.append("    own time:")
-    for frame, hits in sorted(own.items(), key=lambda item: -item[1])[:count]:
-        lines.append(f"      {hits / samples:6.1%}  {frame[:140]}")
+    lines += read.top(read.own, count, indent="      ")
     return "\n".join(lines)
 
 

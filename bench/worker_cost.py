@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import subprocess
 import sys
 import time
@@ -44,7 +43,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import api, event_rows, machine, servers  # noqa: E402
+from harness import api, event_rows, machine, servers, stacks  # noqa: E402
 from harness.project import Project, project  # noqa: E402
 from harness.report import verdict  # noqa: E402
 
@@ -111,55 +110,19 @@ def worker_lines(log_path: Path, start: int) -> int:
     return sum(1 for line in text.splitlines() if "[debug" not in line and line.strip())
 
 
-@contextmanager
-def sampled(pids: list[int], out: Path, seconds: float, enabled: bool) -> Iterator[None]:
-    """py-spy on each of `pids` for `seconds`, raw (collapsed) stacks to `out`."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    runs = []
-    if enabled:
-        for pid in pids:
-            runs.append(
-                subprocess.Popen(
-                    [spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
-                     "--rate", "200", "--format", "raw", "--threads", "--nonblocking",
-                     "--output", str(out.with_suffix(f".{pid}.txt"))],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                )
-            )  # fmt: skip
-    try:
-        yield
-    finally:
-        for run in runs:
-            run.wait()
-
-
 def top_functions(out: Path, count: int = 25) -> str:
     """Own and total samples by function over every collapsed-stack file."""
-    own: dict[str, int] = {}
-    total: dict[str, int] = {}
-    samples = 0
-    for path in out.parent.glob(out.stem + ".*.txt"):
-        for line in path.read_text().splitlines():
-            stack, _, weight = line.rpartition(" ")
-            if not weight.isdigit():
-                continue
-            frames = [frame for frame in stack.split(";") if frame]
-            if frames and frames[0].startswith("thread"):
-                frames = frames[1:]
-            samples += int(weight)
-            if frames:
-                own[frames[-1]] = own.get(frames[-1], 0) + int(weight)
-            for frame in set(frames):
-                total[frame] = total.get(frame, 0) + int(weight)
-    if not samples:
+    read = stacks.samples(out)
+    if not read.count:
         return "  (no samples)"
-    lines = [f"  {samples} samples; own time:"]
-    for frame, hits in sorted(own.items(), key=lambda item: -item[1])[:count]:
-        lines.append(f"    {hits / samples:6.1%}  {frame[:150]}")
-    lines.append("  total time:")
-    for frame, hits in sorted(total.items(), key=lambda item: -item[1])[:count]:
-        lines.append(f"    {hits / samples:6.1%}  {frame[:150]}")
-    return "\n".join(lines)
+    return "\n".join(
+        [
+            f"  {read.count} samples; own time:",
+            *read.top(read.own, count),
+            "  total time:",
+            *read.top(read.total, count),
+        ]
+    )
 
 
 @dataclass
@@ -187,7 +150,8 @@ def run_phase(
     log_start = platform.worker_log.stat().st_size
     meter = machine.CpuMeter(platform.groups)
     profile_out = proj.data_dir / f"profile-{platform.name}-{label.split()[0]}-{int(rate)}"
-    with sampled(platform.engine.worker_children(), profile_out, args.duration, args.profile):
+    pids = platform.engine.worker_children() if args.profile else []
+    with stacks.recorded(pids, profile_out, args.duration):
         sent, statuses, taken = asyncio.run(
             create_events(platform.base_url, platform.token, bots, rate, args.duration)
         )
