@@ -51,6 +51,10 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         )
 
 
+def _concurrently(schema_editor: BaseDatabaseSchemaEditor) -> str:
+    return "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
+
+
 def indexes_dropped(table: str, indexes: Sequence[tuple[str, str]]) -> migrations.RunPython:
     """Drop indexes Django made by itself (a foreign key's, the
     `varchar_pattern_ops` twins PostgreSQL gets), each named by the column
@@ -70,14 +74,14 @@ def indexes_dropped(table: str, indexes: Sequence[tuple[str, str]]) -> migration
         return found
 
     def drop(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        concurrently = "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
+        concurrently = _concurrently(schema_editor)
         for name, _, _ in names(schema_editor):
             schema_editor.execute(
                 f"DROP INDEX {concurrently}IF EXISTS {schema_editor.quote_name(name)}"
             )
 
     def create(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        concurrently = "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
+        concurrently = _concurrently(schema_editor)
         quoted_table = schema_editor.quote_name(table)
         for name, column, suffix in names(schema_editor):
             opclass = " varchar_pattern_ops" if suffix == "_like" else ""
