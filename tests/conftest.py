@@ -1,4 +1,5 @@
 import json
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from rest_framework.test import APIClient
 from bots.credential_cache import credential_caches_clear
 from bots.models import Bot, Role, Workspace
 from platform_site.api.rate_limit import MemoryLimiter, limiter
+from platform_site.log_handler import BatchedStreamHandler
 from tests.factories import BotFactory, WorkspaceFactory, member_token
 from tests.receiver import Receiver, running_receiver
 
@@ -25,6 +27,17 @@ def admin_api(token: str, workspace_id: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_X_WORKSPACE_ID=workspace_id)
     return client
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _log_lines_unbatched() -> None:
+    """This process writes its log lines as they are made, as the servers
+    and workers the tests start do (tests/servers.py, tests/worker.py): held
+    back, they would come out after pytest's summary."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, BatchedStreamHandler):
+            handler.flush()
+            handler.flush_seconds = 0
 
 
 @pytest.fixture(autouse=True)
