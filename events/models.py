@@ -154,9 +154,18 @@ class AttemptOutcome(models.TextChoices):
 class DeliveryAttempt(models.Model):
     """One POST of an event to its bot's webhook, successful or not."""
 
-    # Both keys are indexed by the indexes below, which lead with them.
+    # Both keys are indexed by the indexes below, which lead with them. No
+    # constraint in the database: on PostgreSQL both tables are partitioned
+    # by the event's id (events/services/partitions.py), and dropping a day
+    # of events would first read every attempt to check the key. Attempts
+    # go with their event: by Django's cascade, with the event's partition,
+    # or by retention's delete (events/services/retention.py).
     event = models.ForeignKey(
-        Event, on_delete=models.CASCADE, related_name="attempts", db_index=False
+        Event,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_index=False,
+        db_constraint=False,
     )
     bot = models.ForeignKey(Bot, on_delete=models.CASCADE, related_name="+", db_index=False)
     number = models.PositiveIntegerField(help_text="1 for the first attempt at the event.")

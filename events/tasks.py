@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from events.engine.process import wake_engine
 from events.rollups.services import event_rollups_update
+from events.services.partitions import event_partitions_make
 from events.services.retention import events_purge_expired
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,15 @@ def purge_expired_events() -> int:
     deleted = events_purge_expired()
     logger.info("Deleted %d events past their workspace's retention", deleted)
     return deleted
+
+
+@shared_task(name="events.tasks.make_event_partitions", ignore_result=True)
+def make_event_partitions() -> int:
+    """On PostgreSQL, the days ahead that have no partitions yet get theirs."""
+    made = event_partitions_make()
+    if made:
+        logger.info("Made %d partitions of events and delivery attempts", made)
+    return made
 
 
 @shared_task(name="events.tasks.roll_up_dashboard", ignore_result=True)

@@ -15,9 +15,11 @@ from typing import Any
 from django.contrib.postgres.operations import (
     AddIndexConcurrently as PostgresAddIndexConcurrently,
 )
-from django.db import migrations
+from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ProjectState
+
+from platform_site.partitioning import is_partitioned, partitions
 
 
 class AddIndexConcurrently(PostgresAddIndexConcurrently):
@@ -37,6 +39,10 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         from_state: ProjectState,
         to_state: ProjectState,
     ) -> None:
+        model = to_state.apps.get_model(app_label, self.model_name)
+        if is_partitioned(schema_editor.connection, model._meta.db_table):
+            _partitioned_index_add(schema_editor, model, self.index)
+            return
         self._build(schema_editor).database_forwards(app_label, schema_editor, from_state, to_state)
 
     def database_backwards(
@@ -46,13 +52,43 @@ class AddIndexConcurrently(PostgresAddIndexConcurrently):
         from_state: ProjectState,
         to_state: ProjectState,
     ) -> None:
+        model = from_state.apps.get_model(app_label, self.model_name)
+        if is_partitioned(schema_editor.connection, model._meta.db_table):
+            # No concurrent drop of a partitioned index: a catalog change.
+            schema_editor.execute(self.index.remove_sql(model, schema_editor))
+            return
         self._build(schema_editor).database_backwards(
             app_label, schema_editor, from_state, to_state
         )
 
 
-def _concurrently(schema_editor: BaseDatabaseSchemaEditor) -> str:
-    return "CONCURRENTLY " if schema_editor.connection.vendor == "postgresql" else ""
+def _partitioned_index_add(
+    schema_editor: BaseDatabaseSchemaEditor, model: Any, index: models.Index
+) -> None:
+    """PostgreSQL builds no index on a partitioned table concurrently: the
+    parent's is made alone (ON ONLY, invalid until every partition has
+    one), each partition's built concurrently and attached to it."""
+    q = schema_editor.quote_name
+    table = model._meta.db_table
+    statement = str(index.create_sql(model, schema_editor))
+    parent = statement.replace(f" ON {q(table)} ", f" ON ONLY {q(table)} ", 1)
+    schema_editor.execute(parent)
+    for partition in partitions(schema_editor.connection, table):
+        child = f"{partition.name}_{index.name}"[:63]
+        schema_editor.execute(
+            statement.replace("CREATE INDEX ", "CREATE INDEX CONCURRENTLY ", 1).replace(
+                f"{q(index.name)} ON {q(table)} ", f"{q(child)} ON {q(partition.name)} ", 1
+            )
+        )
+        schema_editor.execute(f"ALTER INDEX {q(index.name)} ATTACH PARTITION {q(child)}")
+
+
+def _concurrently(schema_editor: BaseDatabaseSchemaEditor, table: str = "") -> str:
+    """CONCURRENTLY where PostgreSQL has it: not for a partitioned table's
+    index, whose drop is a catalog change on every partition at once."""
+    if schema_editor.connection.vendor != "postgresql":
+        return ""
+    return "" if table and is_partitioned(schema_editor.connection, table) else "CONCURRENTLY "
 
 
 def indexes_dropped(table: str, indexes: Sequence[tuple[str, str]]) -> migrations.RunPython:
@@ -74,7 +110,7 @@ def indexes_dropped(table: str, indexes: Sequence[tuple[str, str]]) -> migration
         return found
 
     def drop(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        concurrently = _concurrently(schema_editor)
+        concurrently = _concurrently(schema_editor, table)
         for name, _, _ in names(schema_editor):
             schema_editor.execute(
                 f"DROP INDEX {concurrently}IF EXISTS {schema_editor.quote_name(name)}"

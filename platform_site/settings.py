@@ -419,6 +419,17 @@ EVENT_RETRY_WINDOW_SECONDS = env.float("EVENT_RETRY_WINDOW_SECONDS", default=24 
 # (seconds), this many per transaction.
 EVENT_RETENTION_INTERVAL = env.float("EVENT_RETENTION_INTERVAL", default=3600.0)
 EVENT_RETENTION_BATCH = env.int("EVENT_RETENTION_BATCH", default=5000)
+# On PostgreSQL events live in partitions of this many days each
+# (events/services/partitions.py: fewer days, finer retention, more
+# partitions for every list to plan); beat makes them this many days ahead,
+# checking this often (seconds).
+EVENT_PARTITION_DAYS = env.int("EVENT_PARTITION_DAYS", default=7)
+EVENT_PARTITIONS_AHEAD_DAYS = env.int("EVENT_PARTITIONS_AHEAD_DAYS", default=7)
+EVENT_PARTITIONS_INTERVAL = env.float("EVENT_PARTITIONS_INTERVAL", default=3600.0)
+if EVENT_PARTITION_DAYS < 1 or EVENT_PARTITIONS_AHEAD_DAYS < 1:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("EVENT_PARTITION_DAYS and EVENT_PARTITIONS_AHEAD_DAYS must be >= 1")
 # After a rotation, the old secret signs deliveries beside the new one this long.
 WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", default=24 * 3600.0)
 
@@ -458,6 +469,11 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "events.tasks.purge_expired_events",
         "schedule": EVENT_RETENTION_INTERVAL,
         "options": {"expires": EVENT_RETENTION_INTERVAL},
+    },
+    "make-event-partitions": {
+        "task": "events.tasks.make_event_partitions",
+        "schedule": EVENT_PARTITIONS_INTERVAL,
+        "options": {"expires": EVENT_PARTITIONS_INTERVAL},
     },
     "purge-expired-idempotency-keys": {
         "task": "bots.tasks.purge_expired_idempotency_keys",

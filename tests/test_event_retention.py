@@ -12,6 +12,7 @@ from bots.models import Bot, Workspace, WorkspaceSettings
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.services.retention import events_purge_expired
 from events.tasks import purge_expired_events
+from platform_site.api.ids import new_id_at
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db
@@ -28,8 +29,9 @@ def workspace_keeping(days: int) -> Workspace:
 
 
 def event_of(bot: Bot, *, status: str, changed: datetime) -> Event:
-    """An event last changed at `changed`, with an attempt at delivering it."""
-    event = EventFactory(bot=bot, status=status)
+    """An event made and last changed at `changed` (its id says when, as a
+    real one's does), with an attempt at delivering it."""
+    event = EventFactory(bot=bot, status=status, id=new_id_at("evt", changed))
     # updated_at is set on every save; only an update can put it in the past.
     Event.objects.filter(id=event.id).update(updated_at=changed)
     DeliveryAttempt.objects.create(

@@ -39,7 +39,9 @@ CHECKED_AFTER = {
 }
 
 _BLOCKING = re.compile(
-    r"""CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+"?(\w+)"?"""
+    # ON ONLY makes a partitioned table's index alone: it builds nothing.
+    r"""CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?!ONLY\s)"""
+    r""""?(?:public\.)?"?(\w+)"?"""
     r"""|ALTER\s+TABLE\s+"?(\w+)"?\s+ADD\s+CONSTRAINT\s+\S+\s+(?:UNIQUE|PRIMARY\s+KEY)(?!\s+USING\s+INDEX)""",
     re.IGNORECASE,
 )
@@ -67,6 +69,8 @@ def blocking_build(sql: str) -> str | None:
         ('CREATE INDEX CONCURRENTLY IF NOT EXISTS "x" ON "bots_message" ("id")', None),
         ('ALTER TABLE "bots_user" ADD CONSTRAINT "u" UNIQUE USING INDEX "x"', None),
         ('CREATE INDEX "x" ON "bots_bot" ("name")', None),
+        ("CREATE INDEX x ON public.events_event USING btree (bot_id)", "events_event"),
+        ("CREATE INDEX x ON ONLY public.events_event USING btree (bot_id)", None),
         ('DROP INDEX CONCURRENTLY IF EXISTS "x"', None),
     ],
 )

@@ -127,11 +127,12 @@ def django_setup(proj: Project) -> None:
 
 
 @contextlib.contextmanager
-def project(dbname: str, *, redis_url: str = REDIS_URL) -> Iterator[Project]:
+def project(dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False) -> Iterator[Project]:
     """Create database `dbname` (bench_*), migrate it, seed a demo workspace;
     drop the database and the data folder afterwards, whatever happened.
     `redis_url` is the broker of every process of the project; its rate
-    limits are out of reach (RATE_LIMITS_OUT_OF_REACH)."""
+    limits are out of reach (RATE_LIMITS_OUT_OF_REACH). `keep`: the database
+    stays afterwards, for a look at what was measured."""
     if not dbname.startswith("bench_"):
         raise ValueError("benchmark databases are named bench_*")
     data_dir = Path(tempfile.mkdtemp(prefix=f"{dbname}-"))
@@ -158,9 +159,12 @@ def project(dbname: str, *, redis_url: str = REDIS_URL) -> Iterator[Project]:
         proj.demo = json.loads(out.strip().splitlines()[-1])
         yield proj
     finally:
-        log(f"dropping database {dbname}")
         try:
-            _drop_database(dbname)
+            if keep:
+                log(f"keeping database {dbname} (--keep)")
+            else:
+                log(f"dropping database {dbname}")
+                _drop_database(dbname)
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
 

@@ -83,11 +83,13 @@ class _Row(NamedTuple):
     delivery_format: str
 
 
-# The locked rows are updated through their ctid: one lookup each, whatever
-# plan the join would get.
+# The locked rows are updated through their id (a ctid names a row only
+# within its partition): `e.id = ANY(…)` besides the join has each found by
+# a primary-key lookup in the partitions that hold them, where on the join
+# alone the planner may hash it and scan every partition.
 _CLAIM_SQL = """
 WITH due AS (
-    SELECT ctid, next_attempt_at FROM events_event
+    SELECT id, next_attempt_at FROM events_event
     WHERE next_attempt_at <= %(now)s
       AND NOT (bot_id = ANY(string_to_array(%(excluded)s, ',')))
     ORDER BY next_attempt_at
@@ -98,7 +100,8 @@ UPDATE events_event AS e
 SET lease = %(lease)s, next_attempt_at = %(lease_end)s, status = 'pending', updated_at = %(now)s
 FROM due, bots_bot AS b
     LEFT JOIN bots_workspacesettings AS s ON s.workspace_id = b.workspace_id
-WHERE e.ctid = due.ctid AND b.id = e.bot_id
+WHERE e.id = ANY(ARRAY(SELECT id FROM due)) AND e.id = due.id AND b.id = e.bot_id
+    AND e.id BETWEEN (SELECT min(id) FROM due) AND (SELECT max(id) FROM due)
 RETURNING e.id, e.bot_id, extract(epoch FROM due.next_attempt_at)::float8, e.type, e.payload,
     to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
     e.conversation_id, e.user_id, e.message_id, e.workflow_id, e.attempt_count,
