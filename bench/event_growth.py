@@ -5,11 +5,13 @@ expired events by dropping their days (issue 29).
     .venv/bin/python bench/event_growth.py [--events 10000000] [--expired 1000000]
         [--messages 2000000] [--runs 40]
 
-1. Three databases, migrated the same way (events partitioned by day), each
-   with the same bench bot (same id) and its conversation and user:
+1. Four databases, migrated the same way (events partitioned), each with
+   the same bench bot (same id) and its conversation and user:
    - `plain`: seeded, events.0009 reversed (the tables as they were before
      partitioning): what partitions cost a small database;
    - `seeded`: seeded, partitioned;
+   - `big plain`: events.0009 reversed, then `big`'s rows: what partitions
+     cost, or save, a big one;
    - `big`: partitioned, with --events events made over the last 30 days
      (the bench bot 3 % of them, the rest over 1,000 bots; 70/20/10 % of
      three types; 90 % processed, 8 % failed, 2 % ignored), --expired events
@@ -504,23 +506,27 @@ def main() -> int:
     with (
         project("bench_growth_plain", keep=args.keep) as plain,
         project("bench_growth_seeded", keep=args.keep) as seeded,
+        project("bench_growth_big_plain", keep=args.keep) as big_plain,
         project("bench_growth_big", keep=args.keep) as big,
     ):
         django_setup(big)
-        plain.manage("migrate", "events", "0008", "-v", "0")
+        databases = {"plain": plain, "seeded": seeded, "big plain": big_plain, "big": big}
+        for proj in (plain, big_plain):
+            proj.manage("migrate", "events", "0008", "-v", "0")
         for proj in (seeded, big):
             partitioned_since(proj, PAST_DAYS)
-        participants = {proj.dbname: bench_bot(proj, bot_id) for proj in (plain, seeded, big)}
+        participants = {proj.dbname: bench_bot(proj, bot_id) for proj in databases.values()}
         hot = seed_big(big, bot_id, *participants[big.dbname], args)
+        seed_big(big_plain, bot_id, *participants[big_plain.dbname], args)
         for proj in (plain, seeded):
             events_copied(proj, bot_id, 100, due=False)
-        for proj in (plain, seeded, big):
+        for proj in databases.values():
             events_copied(proj, bot_id, args.runs * CLAIM, due=True)
             settle(proj)
         log("statements")
         runners = {
             name: Statements(proj, bot_id, *participants[proj.dbname])
-            for name, proj in (("plain", plain), ("seeded", seeded), ("big", big))
+            for name, proj in databases.items()
         }
         order = list(runners)
         for n in range(args.runs):
@@ -538,8 +544,8 @@ def main() -> int:
         f" {args.runs} rounds"
     )
     print(
-        f"  {'statement':30} {'plain p50':>10} {'seeded p50':>11} {'big p50':>9} {'big p99':>9}"
-        f" {'big/seeded':>11} {'seeded/plain':>13}"
+        f"  {'statement (p50 ms)':28} {'plain':>7} {'seeded':>7} {'big plain':>10} {'big':>7}"
+        f" {'big p99':>8} {'big/seeded':>11} {'big/big plain':>14} {'seeded/plain':>13}"
     )
     worst = 0.0
     for name in runners["big"].spent:
@@ -547,8 +553,9 @@ def main() -> int:
         ratio = p50["big"] / p50["seeded"]
         worst = max(worst, ratio)
         print(
-            f"  {name:30} {p50['plain']:10.3f} {p50['seeded']:11.3f} {p50['big']:9.3f}"
-            f" {percentile(runners['big'].spent[name], 99):9.3f} {ratio:11.2f}"
+            f"  {name:28} {p50['plain']:7.3f} {p50['seeded']:7.3f} {p50['big plain']:10.3f}"
+            f" {p50['big']:7.3f} {percentile(runners['big'].spent[name], 99):8.3f}"
+            f" {ratio:11.2f} {p50['big'] / p50['big plain']:14.2f}"
             f" {p50['seeded'] / p50['plain']:13.2f}"
         )
     print(f"  worst big/seeded: {worst:.2f} (target <= 1.3)")

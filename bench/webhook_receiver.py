@@ -11,7 +11,10 @@ Every request is recorded as (webhook-id, arrival time, path, and the
 `x-bp-type` header of a request in the official SDK's format, when it has
 one); on SIGTERM the records are written to FILE, one per line.
 
-    python bench/webhook_receiver.py PORT FILE
+    python bench/webhook_receiver.py PORT FILE [ADDRESS]
+
+ADDRESS is where it listens (127.0.0.1 unless given: bench/many_hosts.py
+has it on the address its hosts reach this machine by).
 """
 
 from __future__ import annotations
@@ -91,12 +94,12 @@ def _header(head: bytes, lowered: bytes, name: bytes) -> bytes:
     return head[start : stop if stop >= 0 else len(head)].strip()
 
 
-def serve(port: int, out: Path) -> None:
+def serve(port: int, out: Path, address: str = "127.0.0.1") -> None:
     async def run() -> None:
         loop = asyncio.get_running_loop()
         stop = loop.create_future()
         loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
-        server = await loop.create_server(Receiver, "127.0.0.1", port, backlog=4096)
+        server = await loop.create_server(Receiver, address, port, backlog=4096)
         await stop
         server.close()
 
@@ -114,4 +117,4 @@ def serve(port: int, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), Path(sys.argv[2]))
+    serve(int(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:4])

@@ -21,13 +21,14 @@ is tried again by the next run) rather than queueing every query behind it.
 SQLite has none of this: the embedded default is one machine and keeps its
 plain tables."""
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from django.db import OperationalError, transaction
+from django.db import DatabaseError, OperationalError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
@@ -49,6 +50,10 @@ class Partition:
 
 class LockUnavailable(Exception):
     """A partition change gave up waiting for its lock (`LOCK_TIMEOUT`)."""
+
+
+class RaceLost(Exception):
+    """Another process made (or dropped) the partition first."""
 
 
 def is_partitioned(connection: BaseDatabaseWrapper, table: str) -> bool:
@@ -82,11 +87,27 @@ def partition_add(
     for existing in partitions(connection, table):
         if existing.name == name or _overlaps(existing, lower, upper):
             return False
-    q = connection.ops.quote_name
-    default = table + DEFAULT_SUFFIX
     key = _partition_key(connection, table)
     bound = f"FOR VALUES FROM ({_literal(lower)}) TO ({_literal(upper)})"
     storage = _storage_clause(connection, table)
+    try:
+        return _partition_made(connection, table, name, key, bound, storage, lower, upper)
+    except RaceLost:
+        return False
+
+
+def _partition_made(
+    connection: BaseDatabaseWrapper,
+    table: str,
+    name: str,
+    key: str,
+    bound: str,
+    storage: str,
+    lower: str,
+    upper: str,
+) -> bool:
+    q = connection.ops.quote_name
+    default = table + DEFAULT_SUFFIX
     with _locking(connection) as cursor:
         cursor.execute(
             f"SELECT EXISTS (SELECT 1 FROM {q(default)} WHERE {q(key)} >= %s AND {q(key)} < %s)",
@@ -152,7 +173,7 @@ def _period_start(day: date, span_days: int) -> date:
 def partition_drop(connection: BaseDatabaseWrapper, table: str, name: str) -> None:
     """Detach partition `name` from `table` and drop it, rows and all."""
     q = connection.ops.quote_name
-    with _locking(connection) as cursor:
+    with contextlib.suppress(RaceLost), _locking(connection) as cursor:
         cursor.execute(f"ALTER TABLE {q(table)} DETACH PARTITION {q(name)}")
         cursor.execute(f"DROP TABLE {q(name)}")
 
@@ -403,7 +424,9 @@ def _primary_key_replaced(
 
 
 class _locking:
-    """A transaction whose locks are waited for LOCK_TIMEOUT at most."""
+    """A transaction whose locks are waited for LOCK_TIMEOUT at most. A
+    change another process made first (two beats make the same partition,
+    or drop it) ends it as `RaceLost`."""
 
     def __init__(self, connection: BaseDatabaseWrapper) -> None:
         self.connection = connection
@@ -418,12 +441,16 @@ class _locking:
     def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
         self.cursor.close()
         self.atomic.__exit__(kind, error, trace)  # type: ignore[arg-type]
-        if isinstance(error, OperationalError) and _lock_timed_out(error):
+        if isinstance(error, OperationalError) and _sqlstate(error) == "55P03":
             raise LockUnavailable(str(error)) from error
+        # duplicate_table, invalid_object_definition (an overlap),
+        # undefined_table: the partition made, or gone, already.
+        if isinstance(error, DatabaseError) and _sqlstate(error) in ("42P07", "42P17", "42P01"):
+            raise RaceLost(str(error)) from error
 
 
-def _lock_timed_out(error: OperationalError) -> bool:
-    return getattr(error.__cause__, "sqlstate", None) == "55P03"  # lock_not_available
+def _sqlstate(error: DatabaseError) -> str | None:
+    return getattr(error.__cause__, "sqlstate", None)
 
 
 def _overlaps(partition: Partition, lower: str, upper: str) -> bool:

@@ -120,6 +120,14 @@ def network() -> Iterator[Network]:
     reason = hosts_supported()
     if reason:
         pytest.skip(reason)
+    with hosts_made(("web1", "web2", "worker1", "worker2")) as made:
+        yield made
+
+
+@contextlib.contextmanager
+def hosts_made(names: tuple[str, ...]) -> Iterator[Network]:
+    """A bridge and a host on it for each of `names` (at most 9), removed
+    afterwards whatever happened (bench/many_hosts.py uses it too)."""
     tag = f"{os.getpid() % 100_000}"
     subnet = f"10.231.{os.getpid() % 200 + 20}"
     made = Network(bridge=f"bpb{tag}", gateway=f"{subnet}.1")
@@ -127,7 +135,7 @@ def network() -> Iterator[Network]:
         _ip("link", "add", made.bridge, "type", "bridge")
         _ip("addr", "add", f"{made.gateway}/24", "dev", made.bridge)
         _ip("link", "set", made.bridge, "up")
-        for number, name in enumerate(("web1", "web2", "worker1", "worker2"), start=1):
+        for number, name in enumerate(names, start=1):
             host = Host(
                 name=name,
                 namespace=f"bp{tag}{name}",

@@ -430,3 +430,18 @@ def test_expired_events_of_a_partition_that_holds_the_cutoff_wait_for_it_to_go(s
 
     assert events_purge_expired(now=at(after + timedelta(days=31))) == 2
     assert partition not in names(EVENTS)
+
+
+def test_a_partition_another_process_made_or_dropped_first_is_no_error(scratch, monkeypatch):
+    """Two beats at once: the second to make (or drop) a partition finds it
+    done, and goes on."""
+    table_partitioned(connection, scratch, "key", "k2000", primary_key=("key", "id"))
+    assert partition_add(connection, scratch, f"{scratch}_p1", "k2000", "k3000")
+    with monkeypatch.context() as stale:
+        # As the second saw the table: before the first made the partition.
+        stale.setattr(partitioning, "partitions", lambda connection, table: [])
+        assert partition_add(connection, scratch, f"{scratch}_p1", "k2000", "k3000") is False
+        assert partition_add(connection, scratch, f"{scratch}_p2", "k2500", "k3500") is False
+    partition_drop(connection, scratch, f"{scratch}_p1")
+    partition_drop(connection, scratch, f"{scratch}_p1")
+    assert names(scratch) == [f"{scratch}_p0", f"{scratch}_pdefault"]
