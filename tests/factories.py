@@ -1,6 +1,6 @@
 """factory_boy factories for every model the API touches."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import factory
@@ -23,8 +23,9 @@ from bots.models import (
 from bots.services.tokens import access_token_create
 from chat.keys import user_key_issue
 from chat.models import ChatConnection, ScheduledMessage, State, StateType
-from events.models import WAITING_STATUSES, Event, EventStatus
+from events.models import WAITING_STATUSES, AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from files.models import File, FileStatus, Passage
+from platform_site.api.ids import new_id_at
 
 
 class AccountFactory(factory.django.DjangoModelFactory[Any]):
@@ -165,6 +166,25 @@ class EventFactory(factory.django.DjangoModelFactory[Event]):
     next_attempt_at = factory.LazyAttribute(
         lambda o: o.due_at if o.status in WAITING_STATUSES else None
     )
+
+
+def event_attempted_at(bot: Bot, moment: datetime, *, status: str, **fields: Any) -> Event:
+    """An event made and last changed at `moment` (its id says when, as a
+    real one's does), with one attempt at delivering it then."""
+    event = EventFactory(bot=bot, status=status, id=new_id_at("evt", moment), **fields)
+    # updated_at is set on every save; only an update can put it in the past.
+    Event.objects.filter(id=event.id).update(updated_at=moment)
+    DeliveryAttempt.objects.create(
+        event=event,
+        bot=bot,
+        number=1,
+        started_at=moment,
+        duration_ms=5,
+        url="https://bot.example/hook",
+        status_code=503,
+        outcome=AttemptOutcome.RETRY,
+    )
+    return event
 
 
 class FileFactory(factory.django.DjangoModelFactory[File]):

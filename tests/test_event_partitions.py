@@ -17,12 +17,11 @@ from django.utils import timezone
 from ulid import ULID
 
 from bots.models import WorkspaceSettings
-from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
+from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.partitions import ATTEMPTS, EVENTS, day_floor
 from events.services.retention import events_purge_expired
 from events.tasks import make_event_partitions
 from platform_site import partitioning
-from platform_site.api.ids import new_id_at
 from platform_site.migration_ops import AddIndexConcurrently
 from platform_site.partitioning import (
     LockUnavailable,
@@ -32,7 +31,7 @@ from platform_site.partitioning import (
     table_partitioned,
     table_unpartitioned,
 )
-from tests.factories import BotFactory, EventFactory, WorkspaceFactory
+from tests.factories import BotFactory, WorkspaceFactory, event_attempted_at
 from tests.test_migrations_nonblocking import blocking_build
 
 pytestmark = [
@@ -67,19 +66,7 @@ def home(table: str, column: str, value: str) -> str:
 
 def event_on(day: date, bot: Any, *, status: str = EventStatus.PROCESSED, **fields: Any) -> Event:
     """An event made on `day`, last changed then, with one attempt."""
-    made = at(day)
-    event = EventFactory(bot=bot, status=status, id=new_id_at("evt", made), **fields)
-    Event.objects.filter(id=event.id).update(updated_at=made)
-    DeliveryAttempt.objects.create(
-        event=event,
-        bot=bot,
-        number=1,
-        started_at=made,
-        duration_ms=3,
-        url="https://bot.example/hook",
-        status_code=200,
-        outcome=AttemptOutcome.PROCESSED,
-    )
+    event = event_attempted_at(bot, at(day), status=status, **fields)
     # As if committed: a partition cannot be dropped while its rows' deferred
     # foreign-key checks are pending, which only happens inside a test's transaction.
     connection.check_constraints()

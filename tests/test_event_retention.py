@@ -9,11 +9,10 @@ import pytest
 from django.utils import timezone
 
 from bots.models import Bot, Workspace, WorkspaceSettings
-from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
+from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.retention import events_purge_expired
 from events.tasks import purge_expired_events
-from platform_site.api.ids import new_id_at
-from tests.factories import BotFactory, EventFactory, WorkspaceFactory
+from tests.factories import BotFactory, WorkspaceFactory, event_attempted_at
 
 pytestmark = pytest.mark.django_db
 
@@ -29,22 +28,7 @@ def workspace_keeping(days: int) -> Workspace:
 
 
 def event_of(bot: Bot, *, status: str, changed: datetime) -> Event:
-    """An event made and last changed at `changed` (its id says when, as a
-    real one's does), with an attempt at delivering it."""
-    event = EventFactory(bot=bot, status=status, id=new_id_at("evt", changed))
-    # updated_at is set on every save; only an update can put it in the past.
-    Event.objects.filter(id=event.id).update(updated_at=changed)
-    DeliveryAttempt.objects.create(
-        event=event,
-        bot=bot,
-        number=1,
-        started_at=changed,
-        duration_ms=5,
-        url="https://bot.example/hook",
-        status_code=503,
-        outcome=AttemptOutcome.RETRY,
-    )
-    return event
+    return event_attempted_at(bot, changed, status=status)
 
 
 def ids(events: list[Event]) -> set[str]:
