@@ -85,8 +85,10 @@ class _Row(NamedTuple):
 
 # The locked rows are updated through their id (a ctid names a row only
 # within its partition): `e.id = ANY(…)` besides the join has each found by
-# a primary-key lookup in the partitions that hold them, where on the join
-# alone the planner may hash it and scan every partition.
+# a primary-key lookup, where on the join alone the planner may hash it and
+# scan every partition; the range of the ids lets PostgreSQL leave out, as
+# the statement runs, the partitions that hold none (it prunes on a range
+# of initplan values, not on an array).
 _CLAIM_SQL = """
 WITH due AS (
     SELECT id, next_attempt_at FROM events_event

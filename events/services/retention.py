@@ -1,14 +1,15 @@
 """Retention: finished events, and their delivery attempts, are deleted once
 they are older than their workspace keeps them.
 
-On PostgreSQL, where events live in daily partitions
-(events/services/partitions.py), a day goes whole, by DETACH and DROP, once
-every event in it is past the longest retention in use: at most a day after
-its last event expired, in a catalog change rather than a row-by-row DELETE
-(0.8 s and 316 kB of WAL for a million events, against 712 s and 7.3 GB).
-Rows go one by one only where a partition cannot: those of workspaces that
-keep events for less than the longest retention in use, and the expired rows
-of a day that still holds an event waiting or finished since.
+On PostgreSQL, where events live in partitions of EVENT_PARTITION_DAYS
+(events/services/partitions.py), a partition goes whole, by DETACH and DROP,
+once every event in it is past the longest retention in use: at most a
+partition's span after an event expired, in a catalog change rather than a
+row-by-row DELETE (0.36 s and 0.81 MB of WAL a million events, against 712 s
+and 7.3 GB: BENCHMARKS.md §21). Rows go one by one only where a partition
+cannot: those of workspaces that keep events for less than the longest
+retention in use, and the expired rows of a partition that still holds an
+event waiting or finished since.
 
 One by one, the database picks what has expired, a batch at a time, each
 batch in a short transaction of its own: a large purge never holds one long
@@ -85,8 +86,8 @@ def _expired_by_period(now: datetime, *, partitioned: bool) -> Iterator[QuerySet
             bot__in=bots, status__in=FINISHED_STATUSES, updated_at__lt=cutoff
         )
         if partitioned and days == max(periods):
-            # The longest retention's rows go with their day's partition,
-            # but for those a partition drop passed over.
+            # The longest retention's rows go with their partition, but for
+            # those a partition drop passed over.
             expired = expired.filter(id__lt=one_by_one_below(cutoff))
         yield expired
 
