@@ -3,6 +3,7 @@
 beat, read by id from one partition, dropped whole by retention, and a table
 of any size converted without its rows moving."""
 
+import importlib
 import itertools
 import re
 from collections.abc import Iterator
@@ -434,3 +435,19 @@ def test_a_partition_another_process_made_or_dropped_first_is_no_error(scratch, 
     partition_drop(connection, scratch, f"{scratch}_p1")
     partition_drop(connection, scratch, f"{scratch}_p1")
     assert names(scratch) == [f"{scratch}_p0", f"{scratch}_pdefault"]
+
+
+def test_the_migration_run_again_another_day_keeps_both_tables_on_one_bound(monkeypatch):
+    """Should events.0009 fail between its tables and be run again later,
+    the events keep the attempts' bound: an event's attempts stay beside it."""
+    migration = importlib.import_module("events.migrations.0009_partitioned")
+    table_unpartitioned(connection, EVENTS)  # as if the run had failed after the attempts
+    bound = day_floor(today() + timedelta(days=2))  # the first run's
+    later = timezone.now() + timedelta(days=3)
+    monkeypatch.setattr(migration.timezone, "now", lambda: later)
+    with connection.schema_editor() as editor:
+        migration.partition(None, editor)
+
+    [events_bound] = [p.upper for p in partitions(connection, EVENTS) if p.name.endswith("_p0")]
+    [attempts_bound] = [p.upper for p in partitions(connection, ATTEMPTS) if p.name.endswith("_p0")]
+    assert events_bound == attempts_bound == bound

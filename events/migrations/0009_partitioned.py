@@ -2,10 +2,11 @@
 (events/services/partitions.py), without holding their writes longer than a
 catalog change: the existing rows stay where they are, as partition `_p0`
 of every id below the start of the day after tomorrow (UTC), read once to
-prove it under a lock that lets writes through (README: Upgrading gives the
-time per million rows); partitions of EVENT_PARTITION_DAYS begin there. SQLite keeps its
-tables. Reversed, every row is copied back into plain tables, their writes
-held meanwhile."""
+prove it under a lock that lets writes through (the README's entry for this
+migration, under *Operating it*, gives the time per million rows);
+partitions of EVENT_PARTITION_DAYS begin there. SQLite keeps its tables.
+Reversed, every row is copied back into plain tables, their writes held
+meanwhile."""
 
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -17,7 +18,9 @@ from django.utils import timezone
 
 from platform_site.api.ids import id_floor
 from platform_site.partitioning import (
+    CONVERTED_SUFFIX,
     is_partitioned,
+    partitions,
     partitions_make,
     table_partitioned,
     table_unpartitioned,
@@ -41,7 +44,16 @@ def partition(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
     if connection.vendor != "postgresql":
         return
     today = timezone.now().astimezone(UTC).date()
-    boundary = _day_floor(today + timedelta(days=2))
+    # Both tables share the bound (an event's attempts beside it), should a
+    # run that failed after the first be run again another day.
+    converted = [
+        p.upper
+        for table, _, _ in TABLES
+        if is_partitioned(connection, table)
+        for p in partitions(connection, table)
+        if p.name == table + CONVERTED_SUFFIX and p.upper
+    ]
+    boundary = converted[0] if converted else _day_floor(today + timedelta(days=2))
     for table, key, primary_key in TABLES:
         if not is_partitioned(connection, table):  # done already by a run that failed later
             table_partitioned(connection, table, key, boundary, primary_key=primary_key)
