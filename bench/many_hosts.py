@@ -34,7 +34,6 @@ import argparse
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,12 +50,12 @@ from harness import api, cli, load, machine  # noqa: E402
 from harness.event_rows import make_bots  # noqa: E402
 from harness.project import PYTHON, Project, project  # noqa: E402
 from harness.report import log, verdict  # noqa: E402
-from harness.servers import free_port, stop_process  # noqa: E402
+from harness.servers import free_port, ready_at, started  # noqa: E402
 
 from tests.hosts import Host, Network, hosts_made, hosts_supported  # noqa: E402
 
 WEB_PORT = 8000
-CELERY = str(Path(PYTHON).parent / "celery")
+CELERY_APP = [str(Path(PYTHON).parent / "celery"), "--quiet", "-A", "platform_site"]
 CONFIGURATIONS = {"1 + 1": (1, 1), "2 + 2": (2, 2)}
 
 ROTATE_LUA = """
@@ -110,53 +109,52 @@ def platform_on(
     proj: Project, network: Network, webs: int, workers: int, folder: Path
 ) -> Iterator[list[str]]:
     """The platform's processes on `webs` web hosts and `workers` worker
-    hosts; the web hosts' base URLs."""
-    processes: list[subprocess.Popen[bytes]] = []
-    urls = []
-    try:
+    hosts, stopped afterwards whatever happened; the web hosts' base URLs."""
+    with contextlib.ExitStack() as stack:
+
+        def spawn(host: Host, command: list[str]) -> None:
+            log_path = folder / f"{host.name}-{Path(command[0]).name}-{len(os.listdir(folder))}.log"
+            stack.enter_context(
+                started(
+                    [*host.prefix(), *command],
+                    cwd=ROOT,
+                    env=host_env(proj, host, folder),
+                    log_path=log_path,
+                )
+            )
+
+        urls = []
         for n in range(1, webs + 1):
             host = network.hosts[f"web{n}"]
-            command = [PYTHON, "-m", "platform_site.serve", "--host", host.address]
-            processes.append(spawn(host, command + ["--port", str(WEB_PORT)], proj, folder))
+            spawn(
+                host,
+                [
+                    PYTHON,
+                    "-m",
+                    "platform_site.serve",
+                    "--host",
+                    host.address,
+                    "--port",
+                    str(WEB_PORT),
+                ],
+            )
             urls.append(f"http://{host.address}:{WEB_PORT}")
         for n in range(1, workers + 1):
             host = network.hosts[f"worker{n}"]
-            worker = [CELERY, "--quiet", "-A", "platform_site", "worker", "--concurrency", "1"]
-            processes.append(spawn(host, [*worker, "--loglevel", "WARNING"], proj, folder))
+            spawn(host, [*CELERY_APP, "worker", "--concurrency", "1", "--loglevel", "WARNING"])
             if n == 1:
-                beat = [CELERY, "--quiet", "-A", "platform_site", "beat", "--loglevel", "WARNING"]
-                processes.append(spawn(host, beat, proj, folder))
+                spawn(host, [*CELERY_APP, "beat", "--loglevel", "WARNING"])
         for url in urls:
             wait_ready(url)
         time.sleep(3)  # the workers' engines started
         yield urls
-    finally:
-        for process in processes:
-            stop_process(process)
-
-
-def spawn(host: Host, command: list[str], proj: Project, folder: Path) -> subprocess.Popen[bytes]:
-    log_path = folder / f"{host.name}-{Path(command[0]).name}-{len(os.listdir(folder))}.log"
-    with log_path.open("wb") as out:
-        return subprocess.Popen(
-            [*host.prefix(), *command],
-            cwd=ROOT,
-            env=host_env(proj, host, folder),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
 
 
 def wait_ready(url: str, timeout: float = 60) -> None:
-    import urllib.request
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as answer:
-                if answer.status == 200:
-                    return
+        if ready_at(url):
+            return
         time.sleep(0.3)
     raise RuntimeError(f"{url} not ready after {timeout} s")
 
@@ -199,22 +197,19 @@ def main() -> int:
     with (
         project(args.db) as proj,
         hosts_made(("web1", "web2", "worker1", "worker2")) as network,
-    ):
         # Beside the project's data folder, which each host's is a copy of.
-        folder = Path(tempfile.mkdtemp(prefix="bench-many-hosts-"))
+        tempfile.TemporaryDirectory(prefix="bench-many-hosts-") as tmp,
+    ):
+        folder = Path(tmp)
         receiver_port = free_port()
-        receiver_out = folder / "receiver.txt"
-        receiver = subprocess.Popen(
-            [
-                PYTHON,
-                str(ROOT / "bench" / "webhook_receiver.py"),
-                str(receiver_port),
-                str(receiver_out),
-                network.gateway,
-            ],
-            start_new_session=True,
-        )
-        try:
+        receiver = [
+            PYTHON,
+            str(ROOT / "bench" / "webhook_receiver.py"),
+            str(receiver_port),
+            str(folder / "receiver.txt"),
+            network.gateway,
+        ]
+        with started(receiver, cwd=ROOT, env=dict(os.environ), log_path=folder / "receiver.log"):
             webhook = f"http://{network.gateway}:{receiver_port}/uniform/0/300"
             bots = make_bots(proj, [webhook] * args.bots)
             script = load.post_script(
@@ -223,7 +218,6 @@ def main() -> int:
                 body=api.event_body(),
                 lua=ROTATE_LUA.replace("BOTS", ", ".join(f'"{b}"' for b in bots)) + load.WRK_LUA,
             )
-            created_total = 0
             for round_ in range(args.rounds):
                 names = list(CONFIGURATIONS)
                 for name in names if round_ % 2 == 0 else list(reversed(names)):
@@ -255,9 +249,6 @@ def main() -> int:
                     time.sleep(2)
             if waiting:
                 failures.append(f"{waiting} of {created_total} events not processed")
-        finally:
-            stop_process(receiver)
-            shutil.rmtree(folder, ignore_errors=True)
     print(
         f"\nRESULT many_hosts ({args.rounds} rounds of {args.duration:.0f} s,"
         f" {args.connections} connections, {args.bots} bots, webhooks 0-300 ms)"

@@ -85,7 +85,8 @@ def _partitioned_index_add(
 
 def _concurrently(schema_editor: BaseDatabaseSchemaEditor, table: str = "") -> str:
     """CONCURRENTLY where PostgreSQL has it: not for a partitioned table's
-    index, whose drop is a catalog change on every partition at once."""
+    index, which it neither builds nor drops concurrently (its drop is a
+    catalog change on every partition at once)."""
     if schema_editor.connection.vendor != "postgresql":
         return ""
     return "" if table and is_partitioned(schema_editor.connection, table) else "CONCURRENTLY "
@@ -117,7 +118,7 @@ def indexes_dropped(table: str, indexes: Sequence[tuple[str, str]]) -> migration
             )
 
     def create(apps: Any, schema_editor: BaseDatabaseSchemaEditor) -> None:
-        concurrently = _concurrently(schema_editor)
+        concurrently = _concurrently(schema_editor, table)
         quoted_table = schema_editor.quote_name(table)
         for name, column, suffix in names(schema_editor):
             opclass = " varchar_pattern_ops" if suffix == "_like" else ""

@@ -84,12 +84,12 @@ def partition_add(
     storage parameters (autovacuum's) of the newest partition; rows of that
     range waiting in the default partition move into it. False when it
     existed already."""
-    for existing in partitions(connection, table):
-        if existing.name == name or _overlaps(existing, lower, upper):
-            return False
+    existing = partitions(connection, table)
+    if any(p.name == name or _overlaps(p, lower, upper) for p in existing):
+        return False
     key = _partition_key(connection, table)
     bound = f"FOR VALUES FROM ({_literal(lower)}) TO ({_literal(upper)})"
-    storage = _storage_clause(connection, table)
+    storage = _storage_clause(connection, table, existing)
     try:
         return _partition_made(connection, table, name, key, bound, storage, lower, upper)
     except RaceLost:
@@ -207,9 +207,8 @@ def table_partitioned(
         _refuse_referenced(cursor, table)
         if primary_key:
             _primary_key_replaced(connection, table, primary_key)
-        cursor.execute(
-            f"ALTER TABLE {q(table)} DROP CONSTRAINT IF EXISTS {q(check)}"
-        )  # a failed try's
+        # A failed try's, then this one's.
+        cursor.execute(f"ALTER TABLE {q(table)} DROP CONSTRAINT IF EXISTS {q(check)}")
         cursor.execute(
             f"ALTER TABLE {q(table)} ADD CONSTRAINT {q(check)}"
             f" CHECK ({q(key)} IS NOT NULL AND {q(key)} < {_literal(boundary)}) NOT VALID"
@@ -253,15 +252,7 @@ def _switch(
         cursor.execute(f"SELECT last_value, is_called FROM {sequence}")
         identities.append((column, *cursor.fetchone()))
 
-    cursor.execute(f"ALTER TABLE {q(table)} RENAME TO {q(old)}")
-    for index, _, constraint, _ in indexes:
-        renamed = _name(index, CONVERTED_SUFFIX)
-        if constraint:
-            cursor.execute(
-                f"ALTER TABLE {q(old)} RENAME CONSTRAINT {q(constraint)} TO {q(renamed)}"
-            )
-        else:
-            cursor.execute(f"ALTER INDEX {q(index)} RENAME TO {q(renamed)}")
+    _set_aside(cursor, connection, table, old, indexes, CONVERTED_SUFFIX)
     for column, _, _ in identities:
         cursor.execute(f"ALTER TABLE {q(old)} ALTER {q(column)} DROP IDENTITY")
 
@@ -317,15 +308,7 @@ def table_unpartitioned(
         indexes = _indexes(cursor, table)
         foreign_keys = _foreign_keys(cursor, table)
         storage = _storage_clause(connection, table)
-        cursor.execute(f"ALTER TABLE {q(table)} RENAME TO {q(old)}")
-        for index, _, constraint, _ in indexes:
-            renamed = _name(index, "_partitioned")
-            if constraint:
-                cursor.execute(
-                    f"ALTER TABLE {q(old)} RENAME CONSTRAINT {q(constraint)} TO {q(renamed)}"
-                )
-            else:
-                cursor.execute(f"ALTER INDEX {q(index)} RENAME TO {q(renamed)}")
+        _set_aside(cursor, connection, table, old, indexes, "_partitioned")
         cursor.execute(
             f"CREATE TABLE {q(table)} (LIKE {q(old)} INCLUDING DEFAULTS INCLUDING STORAGE"
             f" INCLUDING CONSTRAINTS){storage}"
@@ -345,6 +328,28 @@ def table_unpartitioned(
         for name, definition in foreign_keys:
             cursor.execute(f"ALTER TABLE {q(table)} ADD CONSTRAINT {q(name)} {definition}")
         cursor.execute(f"DROP TABLE {q(old)}")
+
+
+def _set_aside(
+    cursor: CursorWrapper,
+    connection: BaseDatabaseWrapper,
+    table: str,
+    renamed_to: str,
+    indexes: list[tuple[str, str, str | None, str | None]],
+    suffix: str,
+) -> None:
+    """Rename `table` to `renamed_to` and its indexes (with the constraints
+    they back) with `suffix`, freeing their names for the table made in its place."""
+    q = connection.ops.quote_name
+    cursor.execute(f"ALTER TABLE {q(table)} RENAME TO {q(renamed_to)}")
+    for index, _, constraint, _ in indexes:
+        renamed = _name(index, suffix)
+        if constraint:
+            cursor.execute(
+                f"ALTER TABLE {q(renamed_to)} RENAME CONSTRAINT {q(constraint)} TO {q(renamed)}"
+            )
+        else:
+            cursor.execute(f"ALTER INDEX {q(index)} RENAME TO {q(renamed)}")
 
 
 def _refuse_referenced(cursor: CursorWrapper, table: str) -> None:
@@ -497,11 +502,15 @@ def _partition_key(connection: BaseDatabaseWrapper, table: str) -> str:
     return str(key)
 
 
-def _storage_clause(connection: BaseDatabaseWrapper, table: str) -> str:
+def _storage_clause(
+    connection: BaseDatabaseWrapper, table: str, existing: list[Partition] | None = None
+) -> str:
     """` WITH (…)`: the storage parameters of the newest ranged partition (or
     of the table before it was converted), which a partitioned table cannot
-    carry itself."""
-    ranged = [p for p in partitions(connection, table) if not p.is_default]
+    carry itself. `existing`: its partitions, when the caller has read them."""
+    if existing is None:
+        existing = partitions(connection, table)
+    ranged = [p for p in existing if not p.is_default]
     source = ranged[-1].name if ranged else table
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)", [source])

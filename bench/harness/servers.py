@@ -99,7 +99,12 @@ def _healthy(base_url: str, probe: str = "healthz") -> bool:
 def ready(port: int) -> bool:
     """Whether the service on the loopback port answers /readyz (its
     database and broker reachable)."""
-    return _healthy(f"http://127.0.0.1:{port}", "readyz")
+    return ready_at(f"http://127.0.0.1:{port}")
+
+
+def ready_at(base_url: str) -> bool:
+    """`ready` for a service at `base_url` (another host's address, say)."""
+    return _healthy(base_url, "readyz")
 
 
 @dataclass

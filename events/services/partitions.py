@@ -84,6 +84,7 @@ def event_partitions_drop_expired(*, cutoff: datetime) -> Iterator[DroppedPartit
     stays (retention deletes its expired rows one by one); one whose lock
     cannot be had now is left for the next run."""
     below = expired_below(cutoff)
+    attempts = {p.name for p in partitions(connection, ATTEMPTS)}
     for partition in partitions(connection, EVENTS):
         if partition.is_default or partition.upper is None or partition.upper > below:
             continue
@@ -92,7 +93,7 @@ def event_partitions_drop_expired(*, cutoff: datetime) -> Iterator[DroppedPartit
         events = _count(partition.name)
         twin = ATTEMPTS + partition.name.removeprefix(EVENTS)
         try:
-            if any(p.name == twin for p in partitions(connection, ATTEMPTS)):
+            if twin in attempts:
                 partition_drop(connection, ATTEMPTS, twin)
             partition_drop(connection, EVENTS, partition.name)
         except LockUnavailable:

@@ -49,12 +49,13 @@ def events_purge_expired_batches(*, now: datetime | None = None) -> Iterator[int
     now = now or timezone.now()
     size = settings.EVENT_RETENTION_BATCH
     partitioned = events_partitioned()
+    periods = _retention_periods()
     if partitioned:
-        longest = max(_retention_periods(), default=EVENT_RETENTION_DAYS_DEFAULT)
+        longest = max(periods, default=EVENT_RETENTION_DAYS_DEFAULT)
         for dropped in event_partitions_drop_expired(cutoff=now - timedelta(days=longest)):
             if dropped.events:
                 yield dropped.events
-    for expired in _expired_by_period(now, partitioned=partitioned):
+    for expired in _expired_by_period(now, periods, partitioned=partitioned):
         while True:
             count = _delete_batch(expired, size)
             if count:
@@ -66,17 +67,20 @@ def events_purge_expired_batches(*, now: datetime | None = None) -> Iterator[int
 def events_expired_count(*, now: datetime | None = None) -> int:
     """How many events a purge at `now` would delete (fewer if other
     transactions hold some of them then)."""
-    now = now or timezone.now()
-    partitioned = events_partitioned()
-    return sum(expired.count() for expired in _expired_by_period(now, partitioned=partitioned))
+    expired_sets = _expired_by_period(
+        now or timezone.now(), _retention_periods(), partitioned=events_partitioned()
+    )
+    return sum(expired.count() for expired in expired_sets)
 
 
-def _expired_by_period(now: datetime, *, partitioned: bool) -> Iterator[QuerySet[Event]]:
+def _expired_by_period(
+    now: datetime, periods: list[int], *, partitioned: bool
+) -> Iterator[QuerySet[Event]]:
     # One query per retention period in use (a handful), so each compares
     # updated_at with a constant: the planner then walks event_expiry_idx per
     # bot for just the expired rows, where a cutoff computed per row would
     # have it scan every event.
-    periods = _retention_periods()
+    longest = max(periods, default=None)
     for days in periods:
         bots = Bot.objects.alias(retention_days=_retention_days("workspace__")).filter(
             retention_days=days
@@ -85,7 +89,7 @@ def _expired_by_period(now: datetime, *, partitioned: bool) -> Iterator[QuerySet
         expired = Event.objects.filter(
             bot__in=bots, status__in=FINISHED_STATUSES, updated_at__lt=cutoff
         )
-        if partitioned and days == max(periods):
+        if partitioned and days == longest:
             # The longest retention's rows go with their partition, but for
             # those a partition drop passed over.
             expired = expired.filter(id__lt=one_by_one_below(cutoff))
