@@ -29,6 +29,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 _PROCESS_FILE = re.compile(r"^(counter|histogram|gauge_live\w+)_(\d+)\.db$")
 # Where the folded values of processes that ended go: counter_archive.db, …
 _ARCHIVE = "archive"
+# A values file starts with 8 bytes: how much of it is used, and padding.
+_HEADER_BYTES = 8
 
 
 def metrics_folder() -> str:
@@ -68,6 +70,11 @@ def _fold(kind: str, path: str) -> None:
     and histogram buckets (and sums) only ever add up. A process killed
     between the two steps would leave the file counted twice: a window of a
     few milliseconds, once per dead process."""
+    if os.path.getsize(path) < _HEADER_BYTES:
+        # Its process died making it (between creating and sizing the
+        # file): it holds no value, and its empty header is no file to read.
+        os.unlink(path)
+        return
     archive = MmapedDict(os.path.join(metrics_folder(), f"{kind}_{_ARCHIVE}.db"))
     try:
         for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(path):

@@ -659,6 +659,30 @@ def test_the_files_of_a_process_that_ended_are_folded_and_keep_counting():
     )
 
 
+def test_an_empty_file_of_a_process_that_died_making_it_is_removed_unread():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # A pid no process holds: one that has just ended.
+    pid = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    torn = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]) / f"counter_{pid}.db"
+    torn.touch()
+    before = host_registry().get_sample_value(
+        "platform_http_requests_total", {"route": "/ended", "method": "GET", "status": "200"}
+    )
+    assert not torn.exists()
+    assert before == host_registry().get_sample_value(
+        "platform_http_requests_total", {"route": "/ended", "method": "GET", "status": "200"}
+    )
+
+
 @pytest.mark.django_db
 def test_a_worker_host_serves_its_metrics_over_http():
     import urllib.request
