@@ -326,11 +326,13 @@ def settle(proj: Project) -> None:
 class Statements:
     """The hot statements against one database, each call timed."""
 
-    def __init__(self, proj: Project, bot: str, conversation: str, user: str) -> None:
+    def __init__(
+        self, proj: Project, bot: str, conversation: str, user: str, connect: dict[str, Any]
+    ) -> None:
         from events.engine.claims import _CLAIM_SQL
         from events.engine.delivery import _PROCESSED_SQL
 
-        self.conn = proj.connect(autocommit=True)
+        self.conn = proj.connect(autocommit=True, **connect)
         self.bot, self.conversation, self.user = bot, conversation, user
         self.claim_sql, self.processed_sql = _CLAIM_SQL, _PROCESSED_SQL
         self.claimed: list[tuple[str, int]] = []
@@ -446,6 +448,41 @@ class Statements:
         return "\n\n".join(out)
 
 
+def connection_modes() -> dict[str, dict[str, Any]]:
+    """How the statements' connections are made: as the service makes its
+    own (its settings' statement preparation and plan cache mode), and as it
+    made them before it prepared statements (each statement parsed and
+    planned on every run, a plan of its own for the values)."""
+    from django.conf import settings
+
+    options = settings.DATABASES["default"]["OPTIONS"]
+    service = {"prepare_threshold": options.get("prepare_threshold")}
+    if options.get("options"):
+        service["options"] = options["options"]
+    return {"service": service, "unprepared": {"prepare_threshold": None}}
+
+
+def statements_table(title: str, runners: dict[str, Statements]) -> float:
+    """Print one mode's p50 per statement and database; the worst big ÷ seeded."""
+    print(f"  {title}")
+    print(
+        f"  {'statement (p50 ms)':28} {'plain':>7} {'seeded':>7} {'big plain':>10} {'big':>7}"
+        f" {'big p99':>8} {'big/seeded':>11} {'big/big plain':>14} {'seeded/plain':>13}"
+    )
+    worst = 0.0
+    for name in runners["big"].spent:
+        p50 = {label: statistics.median(r.spent[name]) for label, r in runners.items()}
+        ratio = p50["big"] / p50["seeded"]
+        worst = max(worst, ratio)
+        print(
+            f"  {name:28} {p50['plain']:7.3f} {p50['seeded']:7.3f} {p50['big plain']:10.3f}"
+            f" {p50['big']:7.3f} {percentile(runners['big'].spent[name], 99):8.3f}"
+            f" {ratio:11.2f} {p50['big'] / p50['big plain']:14.2f}"
+            f" {p50['seeded'] / p50['plain']:13.2f}"
+        )
+    return worst
+
+
 # --- Retention ----------------------------------------------------------------
 
 
@@ -520,22 +557,24 @@ def main() -> int:
         seed_big(big_plain, bot_id, *participants[big_plain.dbname], args)
         for proj in (plain, seeded):
             events_copied(proj, bot_id, 100, due=False)
+        modes = connection_modes()
         for proj in databases.values():
-            events_copied(proj, bot_id, args.runs * CLAIM, due=True)
+            events_copied(proj, bot_id, args.runs * CLAIM * len(modes), due=True)
             settle(proj)
         log("statements")
         runners = {
-            name: Statements(proj, bot_id, *participants[proj.dbname])
+            (mode, name): Statements(proj, bot_id, *participants[proj.dbname], connect)
+            for mode, connect in modes.items()
             for name, proj in databases.items()
         }
         order = list(runners)
         for n in range(args.runs):
-            for name in order if n % 2 == 0 else list(reversed(order)):
-                runners[name].round()
-        for name, runner in runners.items():
+            for key in order if n % 2 == 0 else list(reversed(order)):
+                runners[key].round()
+        for (mode, name), runner in runners.items():
             failures.extend(runner.failures)
             if args.explain:
-                print(f"\n--- plans on {name}\n{runner.plans()}")
+                print(f"\n--- plans on {name}, {mode}\n{runner.plans()}")
         log("retention")
         purges = retention(big, failures)
     print(
@@ -543,22 +582,25 @@ def main() -> int:
         f" bot {hot:,}) + {args.expired:,} expired, an attempt each, {args.messages:,} messages;"
         f" {args.runs} rounds"
     )
-    print(
-        f"  {'statement (p50 ms)':28} {'plain':>7} {'seeded':>7} {'big plain':>10} {'big':>7}"
-        f" {'big p99':>8} {'big/seeded':>11} {'big/big plain':>14} {'seeded/plain':>13}"
-    )
-    worst = 0.0
-    for name in runners["big"].spent:
-        p50 = {label: statistics.median(r.spent[name]) for label, r in runners.items()}
-        ratio = p50["big"] / p50["seeded"]
-        worst = max(worst, ratio)
-        print(
-            f"  {name:28} {p50['plain']:7.3f} {p50['seeded']:7.3f} {p50['big plain']:10.3f}"
-            f" {p50['big']:7.3f} {percentile(runners['big'].spent[name], 99):8.3f}"
-            f" {ratio:11.2f} {p50['big'] / p50['big plain']:14.2f}"
-            f" {p50['seeded'] / p50['plain']:13.2f}"
+    for mode, connect in modes.items():
+        worst = statements_table(
+            f"{mode} ({connect})", {n: r for (m, n), r in runners.items() if m == mode}
         )
-    print(f"  worst big/seeded: {worst:.2f} (target <= 1.3)")
+        print(f"  worst big/seeded, {mode}: {worst:.2f} (target <= 1.3)")
+    service, before = (
+        {n: r for (m, n), r in runners.items() if m == mode} for mode in ("service", "unprepared")
+    )
+    print("  the service's connections ÷ unprepared (the service before), p50:")
+    for statement in service["big"].spent:
+        ratios = (
+            statistics.median(service[name].spent[statement])
+            / statistics.median(before[name].spent[statement])
+            for name in service
+        )
+        print(
+            f"    {statement:28} "
+            + "  ".join(f"{name} {ratio:.2f}" for name, ratio in zip(service, ratios, strict=True))
+        )
     for label, purge in zip(("now", "a partition's span later"), purges, strict=True):
         print(
             f"  retention {label}: {purge['deleted']:,.0f} events dropped in"

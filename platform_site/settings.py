@@ -162,11 +162,29 @@ else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
         "DATABASE_CONN_HEALTH_CHECKS", default=False
     )
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
+    _PREPARE_THRESHOLD = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
+    # A prepared statement's plan: generic, made once a connection and pruned
+    # to the partitions it needs as it runs (the events' tables are
+    # partitioned; PostgreSQL's own choice, `auto`, plans a get by id anew
+    # every time, since a generic plan's estimate counts every partition).
+    # Only for prepared statements: forced on unprepared ones it would plan
+    # every partition on every run.
+    _PLAN_CACHE_MODE = env.str("DATABASE_PLAN_CACHE_MODE", default="force_generic_plan")
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    if _PREPARE_THRESHOLD and _PLAN_CACHE_MODE:
+        _options["options"] = " ".join(
+            filter(None, [_options.get("options", ""), f"-c plan_cache_mode={_PLAN_CACHE_MODE}"])
+        )
+    _options.update(
         {
             # Parameters travel apart from the SQL (no quoting on the client).
             # Django leaves psycopg's statement preparation off.
             "server_side_binding": env.bool("DATABASE_SERVER_SIDE_BINDING", default=True),
+            # A statement run this many times on a connection is prepared
+            # there (psycopg's; Django leaves it off): parsed once and, with
+            # generic plans, planned once. Empty turns it off (a
+            # transaction-mode PgBouncer before 1.21 needs that).
+            "prepare_threshold": int(_PREPARE_THRESHOLD) if _PREPARE_THRESHOLD else None,
             "pool": {
                 # Opened on first use, then kept. (Celery's worker processes
                 # keep a persistent connection instead: see below.)
