@@ -23,9 +23,12 @@ expired events by dropping their days (issue 29).
    EVENT_PARTITIONS_AHEAD_DAYS ahead (seeded's empty), so that the ratio is
    of rows, not of partitions; run with EVENT_PARTITION_DAYS=1 for days. Each
    gets --runs x 50 events due now for the bench bot. VACUUM ANALYZE, CHECKPOINT.
-2. Statements, one connection per database, autocommit, server-side
-   parameters (as the service sends them), --runs interleaved rounds, the
-   databases in turn (their order alternating), each statement timed:
+2. Statements, three connections per database, autocommit, server-side
+   parameters (as the service sends them): as the service connects
+   (statements prepared after 5 runs, PostgreSQL's plan choice), unprepared
+   (the service before), and prepared with generic plans forced. --runs
+   interleaved rounds, the connections in turn (their order alternating),
+   each statement timed:
    create event (the row POST /v1/chat/events writes), chat message (the
    row a message writes), claim (the engine's claim, 50 events), record
    (the engine's marking of those 50 processed), get by id (a random event
@@ -450,16 +453,21 @@ class Statements:
 
 def connection_modes() -> dict[str, dict[str, Any]]:
     """How the statements' connections are made: as the service makes its
-    own (its settings' statement preparation and plan cache mode), and as it
+    own (its settings' statement preparation and plan cache mode); as it
     made them before it prepared statements (each statement parsed and
-    planned on every run, a plan of its own for the values)."""
+    planned on every run, a plan of its own for the values); and prepared
+    with generic plans forced (one plan a statement, pruned as it runs)."""
     from django.conf import settings
 
     options = settings.DATABASES["default"]["OPTIONS"]
     service = {"prepare_threshold": options.get("prepare_threshold")}
     if options.get("options"):
         service["options"] = options["options"]
-    return {"service": service, "unprepared": {"prepare_threshold": None}}
+    return {
+        "service": service,
+        "unprepared": {"prepare_threshold": None},
+        "generic": {"prepare_threshold": 5, "options": "-c plan_cache_mode=force_generic_plan"},
+    }
 
 
 def statements_table(title: str, runners: dict[str, Statements]) -> float:
@@ -587,20 +595,24 @@ def main() -> int:
             f"{mode} ({connect})", {n: r for (m, n), r in runners.items() if m == mode}
         )
         print(f"  worst big/seeded, {mode}: {worst:.2f} (target <= 1.3)")
-    service, before = (
-        {n: r for (m, n), r in runners.items() if m == mode} for mode in ("service", "unprepared")
-    )
-    print("  the service's connections ÷ unprepared (the service before), p50:")
-    for statement in service["big"].spent:
-        ratios = (
-            statistics.median(service[name].spent[statement])
-            / statistics.median(before[name].spent[statement])
-            for name in service
-        )
-        print(
-            f"    {statement:28} "
-            + "  ".join(f"{name} {ratio:.2f}" for name, ratio in zip(service, ratios, strict=True))
-        )
+    by_mode = {
+        mode: {n: r for (m, n), r in runners.items() if m == mode}
+        for mode in ("service", "unprepared", "generic")
+    }
+    for mode in ("service", "generic"):
+        print(f"  {mode} ÷ unprepared (the service before it prepared statements), p50:")
+        for statement in by_mode[mode]["big"].spent:
+            ratios = (
+                statistics.median(runner.spent[statement])
+                / statistics.median(by_mode["unprepared"][name].spent[statement])
+                for name, runner in by_mode[mode].items()
+            )
+            print(
+                f"    {statement:28} "
+                + "  ".join(
+                    f"{name} {ratio:.2f}" for name, ratio in zip(by_mode[mode], ratios, strict=True)
+                )
+            )
     for label, purge in zip(("now", "a partition's span later"), purges, strict=True):
         print(
             f"  retention {label}: {purge['deleted']:,.0f} events dropped in"

@@ -163,13 +163,14 @@ else:
         "DATABASE_CONN_HEALTH_CHECKS", default=False
     )
     _PREPARE_THRESHOLD = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
-    # A prepared statement's plan: generic, made once a connection and pruned
-    # to the partitions it needs as it runs (the events' tables are
-    # partitioned; PostgreSQL's own choice, `auto`, plans a get by id anew
-    # every time, since a generic plan's estimate counts every partition).
-    # Only for prepared statements: forced on unprepared ones it would plan
-    # every partition on every run.
-    _PLAN_CACHE_MODE = env.str("DATABASE_PLAN_CACHE_MODE", default="force_generic_plan")
+    # PostgreSQL's plan_cache_mode for prepared statements; empty leaves its
+    # own choice (`auto`: a plan of their own for the values until a generic
+    # one is estimated no worse). Forcing generic plans was measured and
+    # turned down (BENCHMARKS.md §21): planned blind to `now`, the claim of
+    # due events ran 20x slower on 10M events, and filtered lists 2-5x on a
+    # small database. Never with preparation off: it would then plan every
+    # partition on every run.
+    _PLAN_CACHE_MODE = env.str("DATABASE_PLAN_CACHE_MODE", default="")
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     if _PREPARE_THRESHOLD and _PLAN_CACHE_MODE:
         _options["options"] = " ".join(
@@ -181,9 +182,10 @@ else:
             # Django leaves psycopg's statement preparation off.
             "server_side_binding": env.bool("DATABASE_SERVER_SIDE_BINDING", default=True),
             # A statement run this many times on a connection is prepared
-            # there (psycopg's; Django leaves it off): parsed once and, with
-            # generic plans, planned once. Empty turns it off (a
-            # transaction-mode PgBouncer before 1.21 needs that).
+            # there (psycopg's default; Django leaves it off): parsed once,
+            # and planned once where PostgreSQL finds a generic plan as good.
+            # Empty turns it off (a transaction-mode PgBouncer before 1.21
+            # needs that).
             "prepare_threshold": int(_PREPARE_THRESHOLD) if _PREPARE_THRESHOLD else None,
             "pool": {
                 # Opened on first use, then kept. (Celery's worker processes
