@@ -166,3 +166,25 @@ class FileMetadataSerializer(ClosedSerializer):
         if value is not None and value <= timezone.now():
             raise serializers.ValidationError("Must be in the future.")
         return value
+
+
+SEARCH_QUERY_MAX_LENGTH = 2000
+SEARCH_LIMIT_DEFAULT = 10
+SEARCH_LIMIT_MAX = 100
+SEARCH_CONTEXT_DEPTH_MAX = 10
+
+
+class FileSearchQuery(serializers.Serializer):
+    """GET /v1/files/search's parameters (its tags are read apart:
+    platform_site.api.tags.tag_conditions)."""
+
+    query = serializers.CharField(max_length=SEARCH_QUERY_MAX_LENGTH, trim_whitespace=True)
+    contextDepth = serializers.IntegerField(
+        min_value=0, max_value=SEARCH_CONTEXT_DEPTH_MAX, default=1
+    )
+    limit = serializers.IntegerField(
+        min_value=1, max_value=SEARCH_LIMIT_MAX, default=SEARCH_LIMIT_DEFAULT
+    )
+    consolidate = StrictChoiceField(choices=["true", "false"], default="false")
+    includeBreadcrumb = StrictChoiceField(choices=["true", "false"], default="false")
+    withContext = StrictChoiceField(choices=["true", "false"], default="false")

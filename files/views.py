@@ -14,11 +14,22 @@ from bots.permissions import CanReadRuntime, CanWriteFiles
 from bots.principals import bot_principal
 from files.models import FILE_KEY_MAX_LENGTH
 from files.passage_data import PassageData
-from files.presenters import file_json, passages_page_body
+from files.presenters import file_json, passages_page_body, search_hit_json
 from files.selectors.downloads import file_download_open
 from files.selectors.files import file_get, files_list
 from files.selectors.passages import passages_page
-from files.serializers import FileMetadataSerializer, FileUpsertSerializer, PassagesSetSerializer
+from files.selectors.search import SearchRequest, files_search
+from files.selectors.tags import file_tag_values_page, file_tags_page
+from files.serializers import (
+    SEARCH_CONTEXT_DEPTH_MAX,
+    SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX,
+    SEARCH_QUERY_MAX_LENGTH,
+    FileMetadataSerializer,
+    FileSearchQuery,
+    FileUpsertSerializer,
+    PassagesSetSerializer,
+)
 from files.services.files import (
     file_delete,
     file_metadata_update,
@@ -31,8 +42,9 @@ from files.streaming import content_chunks
 from files.throttles import SignedUrlRateLimit
 from platform_site.api.database import database_release
 from platform_site.api.pagination import page_request
+from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
-from platform_site.api.tags import tag_filters
+from platform_site.api.tags import tag_conditions, tag_filters
 from platform_site.api.views import ApiViewSet
 
 FILE_ID_OR_KEY = OpenApiParameter(
@@ -46,6 +58,15 @@ SIGNED_TOKEN = OpenApiParameter(
     {"type": "string", "pattern": r"^[^/\x00]+$"},
     OpenApiParameter.PATH,
     description="The signed part of the URL; one altered or expired is 403",
+)
+SEARCH_TAGS = OpenApiParameter(
+    "tags",
+    {"type": "string"},
+    description=(
+        "Files whose tags match: a URL-encoded JSON object of a tag's value, an array of"
+        ' values (any of them), or {"not": value or values} to exclude; also as'
+        " tags.<key>=<value> (repeated: any of them) and tags.<key>.not=<value>"
+    ),
 )
 PASSAGES_LIMIT = OpenApiParameter(
     "limit",
@@ -202,6 +223,111 @@ class FileViewSet(ApiViewSet):
         passages = [_passage_data(item) for item in serializer.validated_data["passages"]]
         file = file_passages_set(file=file, passages=passages)
         return Response({"file": file_json(file)})
+
+
+class FileSearchViewSet(ApiViewSet):
+    """Searching a bot's passages, and the tags its files carry, by the bot's token."""
+
+    authentication_classes = [BotTokenAuthentication]
+    permissions_by_action = {
+        "search": [CanReadRuntime],
+        "tags": [CanReadRuntime],
+        "tag_values": [CanReadRuntime],
+    }
+
+    @extend_schema(
+        summary="Search the bot's passages for a natural-language query, best first",
+        description=(
+            "Ranked by full-text search (english stemming; the words of the query are"
+            " alternatives) and fused by reciprocal rank: `score` is 1 for a passage first"
+            " in every ranking, lower further down. Not paginated: `limit` passages at most."
+        ),
+        operation_id="searchFiles",
+        parameters=[
+            OpenApiParameter(
+                "query",
+                {"type": "string", "minLength": 1, "maxLength": SEARCH_QUERY_MAX_LENGTH},
+                required=True,
+                description="The question, in natural language",
+            ),
+            SEARCH_TAGS,
+            OpenApiParameter(
+                "contextDepth",
+                {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": SEARCH_CONTEXT_DEPTH_MAX,
+                    "default": 1,
+                },
+                description="Passages before and after each match added to its content",
+            ),
+            OpenApiParameter(
+                "limit",
+                {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": SEARCH_LIMIT_MAX,
+                    "default": SEARCH_LIMIT_DEFAULT,
+                },
+                description="Passages answered at most",
+            ),
+            *(
+                OpenApiParameter(name, {"type": "boolean", "default": False}, description=text)
+                for name, text in (
+                    (
+                        "consolidate",
+                        "One passage per file: its matches in file order, under their headings",
+                    ),
+                    ("includeBreadcrumb", "Each passage's title and subtitle before its content"),
+                    ("withContext", "The passages around each match in `context`"),
+                )
+            ),
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def search(self, request: Request) -> Response:
+        query = validate_query(FileSearchQuery, request.query_params)
+        hits = files_search(
+            bot=bot_principal(request).bot,
+            request=SearchRequest(
+                query=query["query"],
+                tags=tag_conditions(request.query_params),
+                context_depth=query["contextDepth"],
+                limit=query["limit"],
+                consolidate=query["consolidate"] == "true",
+                include_breadcrumb=query["includeBreadcrumb"] == "true",
+                with_context=query["withContext"] == "true",
+            ),
+        )
+        return Response({"passages": [search_hit_json(hit) for hit in hits]})
+
+    @extend_schema(
+        summary="List the tags the bot's files carry, in order",
+        operation_id="listFileTags",
+        parameters=[NEXT_TOKEN, PAGE_SIZE],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def tags(self, request: Request) -> Response:
+        tags, next_token = file_tags_page(
+            bot=bot_principal(request).bot, page=page_request(request.query_params)
+        )
+        return Response({"tags": tags, "meta": {"nextToken": next_token} if next_token else {}})
+
+    @extend_schema(
+        summary="List the values a tag takes on the bot's files, in order",
+        operation_id="listFileTagValues",
+        parameters=[
+            OpenApiParameter("tag", {"type": "string", "minLength": 1}, OpenApiParameter.PATH),
+            NEXT_TOKEN,
+            PAGE_SIZE,
+        ],
+        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+    )
+    def tag_values(self, request: Request, tag: str) -> Response:
+        values, next_token = file_tag_values_page(
+            bot=bot_principal(request).bot, tag=tag, page=page_request(request.query_params)
+        )
+        return Response({"values": values, "meta": {"nextToken": next_token} if next_token else {}})
 
 
 def _passage_data(item: dict[str, Any]) -> PassageData:

@@ -4,13 +4,14 @@ object a get-or-create finds by its tags; tags changed by an update.
 Django's key transforms read a key made of digits as an array index, so
 `tags[0]=v` would match nothing; this expression treats every key as a key."""
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, Expression, F, Model, QuerySet
+from django.db.models import BooleanField, Expression, F, Model, Q, QuerySet
 from django.db.models.sql.compiler import SQLCompiler
 from django.http import QueryDict
 
@@ -130,3 +131,89 @@ def tags_changed(
     if len(kept) > TAGS_MAX_COUNT:
         raise InvalidValue(f"{field}: At most {TAGS_MAX_COUNT} tags.")
     return kept
+
+
+@dataclass(frozen=True)
+class TagCondition:
+    """What a filter asks of one tag: its value one of `any_of` (when there
+    are any), and none of `none_of` (a file without the tag has none)."""
+
+    key: str
+    any_of: tuple[str, ...] = ()
+    none_of: tuple[str, ...] = ()
+
+    def q(self) -> Q:
+        condition = Q()
+        if self.any_of:
+            condition &= _any_tag(self.key, self.any_of)
+        if self.none_of:
+            condition &= ~_any_tag(self.key, self.none_of)
+        return condition
+
+
+def _any_tag(key: str, values: Sequence[str]) -> Q:
+    found = Q()
+    for value in values:
+        found |= Q(TagEquals("tags", key, value))
+    return found
+
+
+# The forms a tags filter comes in: `tags.<k>` and `tags.<k>.not` (the
+# official client: qs with allowDots, arrays as repeated parameters), and
+# `tags[<k>]`, `tags[<k>][not]`, each optionally indexed `[<n>]` (qs's
+# default form, which the hosted docs show).
+_TAG_CONDITION_PARAM = re.compile(
+    r"tags(?:\.(?P<dotted>.+?)(?P<dotted_not>\.not)?"
+    r"|\[(?P<key>[^\]]+)\](?P<not>\[not\])?(?:\[\d+\])?)"
+)
+
+
+def tag_conditions(query: QueryDict) -> list[TagCondition]:
+    """The tag filter of a search: `tags` as a JSON object (of strings,
+    arrays of strings meaning any of them, and `{"not": ...}` for values to
+    exclude), or as the parameters _TAG_CONDITION_PARAM reads, where a
+    repeated key means any of its values. InvalidFilter on anything else."""
+    wanted: dict[str, list[str]] = {}
+    excluded: dict[str, list[str]] = {}
+    if "tags" in query:
+        _tags_json(query.getlist("tags"), wanted, excluded)
+    for name, values in query.lists():
+        match = _TAG_CONDITION_PARAM.fullmatch(name)
+        if match is None:
+            continue
+        key = match["dotted"] or match["key"]
+        negated = bool(match["dotted_not"] or match["not"])
+        (excluded if negated else wanted).setdefault(key, []).extend(values)
+    keys = list(dict.fromkeys([*wanted, *excluded]))
+    if len(keys) > TAGS_MAX_COUNT:
+        raise InvalidFilter(f"tags: at most {TAGS_MAX_COUNT} tags")
+    return [
+        TagCondition(key, tuple(wanted.get(key, ())), tuple(excluded.get(key, ()))) for key in keys
+    ]
+
+
+def _tags_json(
+    raws: list[str], wanted: dict[str, list[str]], excluded: dict[str, list[str]]
+) -> None:
+    if len(raws) != 1:
+        raise InvalidFilter("tags is given more than once")
+    try:
+        tags = json.loads(raws[0])
+    except ValueError:
+        raise InvalidFilter("tags must be a JSON object (URL-encoded)") from None
+    if not isinstance(tags, dict):
+        raise InvalidFilter("tags must be a JSON object (URL-encoded)")
+    for key, value in tags.items():
+        if isinstance(value, dict):
+            if set(value) != {"not"}:
+                raise InvalidFilter(f'tags: {key} may be a string, strings, or {{"not": ...}}')
+            excluded.setdefault(key, []).extend(_tag_values(key, value["not"]))
+        else:
+            wanted.setdefault(key, []).extend(_tag_values(key, value))
+
+
+def _tag_values(key: str, value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(isinstance(item, str) for item in values):
+        raise InvalidFilter(f"tags: {key} must be a string or an array of strings")
+    return values
