@@ -115,6 +115,14 @@ def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
             cursor.execute(POSTGRESQL_BACKFILL, [BATCH])
             if cursor.rowcount < BATCH:
                 break
+        # A concurrent build interrupted leaves its index invalid: build again.
+        cursor.execute(
+            "SELECT NOT i.indisvalid FROM pg_index AS i"
+            " JOIN pg_class AS c ON c.oid = i.indexrelid WHERE c.relname = 'passage_search_idx'"
+        )
+        invalid = cursor.fetchone()
+        if invalid is not None and invalid[0]:
+            cursor.execute("DROP INDEX CONCURRENTLY passage_search_idx")
         cursor.execute(POSTGRESQL_INDEX)
 
 

@@ -1,0 +1,59 @@
+"""files.0003 makes the passages stored before it searchable, in batches on
+PostgreSQL, and goes back and forth on both databases."""
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from files.models import File, Passage
+from files.selectors.search_lexical import passages_ranked_lexically
+from tests.factories import FileFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("files", "0002_upload_and_indexing")]
+AFTER = [("files", "0003_passage_search")]
+
+
+def migrate(targets: list[tuple[str, str]]) -> None:
+    MigrationExecutor(connection).migrate(targets)
+
+
+@pytest.fixture
+def migrated_back() -> Any:
+    migrate(BEFORE)
+    yield
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+def test_passages_stored_before_are_searchable_after(migrated_back, monkeypatch):
+    migration = MigrationExecutor(connection).loader.get_migration("files", "0003_passage_search")
+    module = __import__(migration.__module__, fromlist=["BATCH"])
+    monkeypatch.setattr(module, "BATCH", 7)  # several batches, the last one short
+    file = FileFactory()
+    Passage.objects.bulk_create(
+        Passage(file=file, position=n, content=f"Ferry number {n} leaves hourly") for n in range(20)
+    )
+    Passage.objects.create(file=file, position=20, content="Bicycles ride free")
+
+    migrate(AFTER)
+
+    files = File.objects.filter(id=file.id)
+    ranked = passages_ranked_lexically(files=files, query="ferries", limit=50)
+    assert len(ranked) == 20
+    [bicycle] = passages_ranked_lexically(files=files, query="bicycle", limit=50)
+    assert bicycle.passage_id == Passage.objects.get(position=20).id
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT i.indisvalid FROM pg_index AS i JOIN pg_class AS c"
+                " ON c.oid = i.indexrelid WHERE c.relname = 'passage_search_idx'"
+            )
+            assert cursor.fetchone() == (True,)
+
+    # Back, then forth again: the same.
+    migrate(BEFORE)
+    migrate(AFTER)
+    assert len(passages_ranked_lexically(files=files, query="ferries", limit=50)) == 20
