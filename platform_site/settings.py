@@ -162,30 +162,19 @@ else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool(
         "DATABASE_CONN_HEALTH_CHECKS", default=False
     )
-    _PREPARE_THRESHOLD = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
-    # PostgreSQL's plan_cache_mode for prepared statements; empty leaves its
-    # own choice (`auto`: a plan of their own for the values until a generic
-    # one is estimated no worse). Forcing generic plans was measured and
-    # turned down (BENCHMARKS.md §21): planned blind to `now`, the claim of
-    # due events ran 20x slower on 10M events, and filtered lists 2-5x on a
-    # small database. Never with preparation off: it would then plan every
-    # partition on every run.
-    _PLAN_CACHE_MODE = env.str("DATABASE_PLAN_CACHE_MODE", default="")
-    _options = DATABASES["default"].setdefault("OPTIONS", {})
-    if _PREPARE_THRESHOLD and _PLAN_CACHE_MODE:
-        _options["options"] = " ".join(
-            filter(None, [_options.get("options", ""), f"-c plan_cache_mode={_PLAN_CACHE_MODE}"])
-        )
-    _options.update(
+    # Off by default: measured (BENCHMARKS.md §21), preparing statements made
+    # writes about 10 % cheaper, but PostgreSQL then chose generic plans for
+    # the filtered event lists, which read every event of a bot for a filter
+    # matching nothing (7x on a small database), and forced generic plans
+    # made the claim of due events 18x slower on 10M events.
+    _PREPARE_THRESHOLD = env.str("DATABASE_PREPARE_THRESHOLD", default="")
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             # Parameters travel apart from the SQL (no quoting on the client).
-            # Django leaves psycopg's statement preparation off.
             "server_side_binding": env.bool("DATABASE_SERVER_SIDE_BINDING", default=True),
             # A statement run this many times on a connection is prepared
-            # there (psycopg's default; Django leaves it off): parsed once,
-            # and planned once where PostgreSQL finds a generic plan as good.
-            # Empty turns it off (a transaction-mode PgBouncer before 1.21
-            # needs that).
+            # there: parsed once, and planned once where PostgreSQL finds a
+            # generic plan as good as one made for the values.
             "prepare_threshold": int(_PREPARE_THRESHOLD) if _PREPARE_THRESHOLD else None,
             "pool": {
                 # Opened on first use, then kept. (Celery's worker processes

@@ -1,0 +1,204 @@
+"""Searching passages (GET /v1/files/search) through `make run`'s web on
+PostgreSQL + Redis: one bot holding 200,000 passages, then the same bot
+among 2,000,000 passages of 100 bots, against a passages page in the same
+rounds.
+
+    .venv/bin/python bench/files_search.py [--passages 200000 --bots 100
+        --total 2000000 --queries 200 --rounds 3]
+
+1. A fresh database bench_files_search (migrated, seeded), the demo bot's
+   --passages passages in 20 files, each passage a paragraph of the
+   seeded English-like prose of bench/indexing.py (4,000 invented words
+   beside common ones, Zipf-weighted), loaded by COPY (the search trigger
+   sets each passage's vector as it goes), then VACUUM ANALYZE.
+2. The Procfile's web line (`python -m platform_site.serve`, one process a
+   core, access log on), one keep-alive connection: --rounds rounds of
+   --queries questions (3 to 8 words of the prose, drawn as it draws them,
+   and a question's common words), each followed by the passages page of
+   one of the bot's files (limit 20): p50 and p99 of each, the ratio.
+3. --bots - 1 more bots with (--total - --passages) passages between them,
+   loaded the same way; the same questions for the demo bot again, and for
+   one of the small bots.
+
+Targets (reported, never asserted): search p50 <= 50 ms, p99 <= 150 ms,
+search / a passages page <= 10 at p50; the demo bot's p50 among 2M
+passages / alone <= 1.2. Checks (exit 1): every answer is 200, the demo
+bot's answers name only its files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import statistics
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import cli, machine, servers  # noqa: E402
+from harness.documents import Prose  # noqa: E402
+from harness.event_rows import make_bots  # noqa: E402
+from harness.project import Project, project  # noqa: E402
+from harness.report import log, percentile, verdict  # noqa: E402
+
+FILES_PER_BOT = 20
+PAGE = 20
+
+
+def parse_args() -> argparse.Namespace:
+    parser = cli.parser(__doc__)
+    parser.add_argument("--passages", type=int, default=200_000)
+    parser.add_argument("--bots", type=int, default=100)
+    parser.add_argument("--total", type=int, default=2_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    return parser.parse_args()
+
+
+def files_made(proj: Project, bot_id: str, count: int, tag: str) -> list[str]:
+    """`count` indexed files of the bot; their ids."""
+    from ulid import ULID
+
+    ids = [f"file_{ULID()}" for _ in range(count)]
+    with proj.connect() as conn:
+        conn.cursor().executemany(
+            "INSERT INTO files_file (id, bot_id, key, size, content_type, tags, metadata,"
+            " access_policies, index, max_chunk_length, public_content_immediately_accessible,"
+            " status, failed_status_reason, storage_name, upload_id, revision,"
+            " passages_version, indexing_lease, indexing_attempts, created_at, updated_at)"
+            " VALUES (%s, %s, %s, 1000, 'text/plain', %s, '{}', '[]', true, NULL, false,"
+            " 'indexing_completed', '', '', '', 0, 0, 0, 0, now(), now())",
+            [
+                (file_id, bot_id, f"{tag}/{n}.txt", json.dumps({"set": tag}))
+                for n, file_id in enumerate(ids)
+            ],
+        )
+        conn.commit()
+    return ids
+
+
+def passages_loaded(proj: Project, files: list[str], count: int, prose: Prose) -> None:
+    """`count` passages spread over `files`, by COPY."""
+    from ulid import ULID
+
+    with proj.connect() as conn, conn.cursor() as cursor:
+        with cursor.copy(
+            "COPY files_passage (id, file_id, position, content, type, subtype, page_number,"
+            " source_url) FROM STDIN"
+        ) as copy:
+            for n in range(count):
+                text = prose.paragraph(prose.rng.randint(2, 6))
+                copy.write_row(
+                    (f"psg_{ULID()}", files[n % len(files)], n // len(files), text,
+                     "chunk", "paragraph", None, "")
+                )  # fmt: skip
+        conn.commit()
+    with proj.connect(autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) files_passage")
+        conn.execute("CHECKPOINT")
+
+
+def questions(prose: Prose, count: int) -> list[str]:
+    rng = random.Random(11)
+    made = []
+    for _ in range(count):
+        words = rng.choices(prose.words, cum_weights=prose.weights, k=rng.randint(3, 8))
+        made.append("What about " + " ".join(words) + "?")
+    return made
+
+
+class Client:
+    def __init__(self, port: int, token: str) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.token = token
+        self.failures: list[str] = []
+
+    def get(self, path: str, bot_id: str) -> tuple[float, object]:
+        headers = {"Authorization": f"Bearer {self.token}", "x-bot-id": bot_id}
+        started = time.perf_counter()
+        self.conn.request("GET", path, headers=headers)
+        response = self.conn.getresponse()
+        body = response.read()
+        spent = (time.perf_counter() - started) * 1000
+        if response.status != 200:
+            self.failures.append(f"GET {path[:60]}: {response.status} {body[:200]!r}")
+            return spent, None
+        return spent, json.loads(body)
+
+
+def rounds(
+    client: Client, bot_id: str, files: list[str], asked: list[str], count: int
+) -> tuple[list[float], list[float], int]:
+    """Search and page times (ms), and how many answers were empty."""
+    searched, paged, empty = [], [], 0
+    own = set(files)
+    for _ in range(count):
+        for n, question in enumerate(asked):
+            query = urllib.parse.urlencode({"query": question, "contextDepth": 1})
+            spent, body = client.get(f"/v1/files/search?{query}", bot_id)
+            searched.append(spent)
+            passages = body["passages"] if isinstance(body, dict) else []
+            empty += not passages
+            if any(p["file"]["id"] not in own for p in passages):
+                client.failures.append("an answer named another bot's file")
+            spent, _ = client.get(
+                f"/v1/files/{files[n % len(files)]}/passages?limit={PAGE}", bot_id
+            )
+            paged.append(spent)
+    return searched, paged, empty
+
+
+def line(label: str, searched: list[float], paged: list[float], empty: int) -> str:
+    p50, p99 = statistics.median(searched), percentile(searched, 99)
+    page50 = statistics.median(paged)
+    return (
+        f"  {label:44} search p50 {p50:6.2f} p99 {p99:7.2f} ms  page p50 {page50:5.2f} ms"
+        f"  ÷ page {p50 / page50:5.2f}  empty {empty}"
+    )
+
+
+def main() -> int:
+    args = parse_args()
+    machine.start()
+    prose = Prose()
+    asked = questions(prose, args.queries)
+    with project("bench_files_search") as proj:
+        bot = proj.demo["botId"]
+        log(f"loading {args.passages:,} passages of the demo bot")
+        demo_files = files_made(proj, bot, FILES_PER_BOT, "demo")
+        passages_loaded(proj, demo_files, args.passages, prose)
+        with servers.web_server("serve", proj) as web:
+            client = Client(web.port, proj.demo["tokens"]["developer"])
+            rounds(client, bot, demo_files, asked[:20], 1)  # warm-up
+            alone = rounds(client, bot, demo_files, asked, args.rounds)
+            others = make_bots(proj, [""] * (args.bots - 1))
+            each = (args.total - args.passages) // len(others)
+            log(f"loading {each * len(others):,} passages of {len(others)} more bots")
+            for other in others:
+                passages_loaded(proj, files_made(proj, other, FILES_PER_BOT, other), each, prose)
+            small_files = [
+                row[0]
+                for row in proj.connect().execute(
+                    "SELECT id FROM files_file WHERE bot_id = %s", [others[0]]
+                )
+            ]
+            rounds(client, bot, demo_files, asked[:20], 1)
+            among = rounds(client, bot, demo_files, asked, args.rounds)
+            small = rounds(client, others[0], small_files, asked, args.rounds)
+    print(f"\nRESULT files_search: {args.queries} questions x {args.rounds} rounds, limit 10")
+    print(line(f"demo bot, {args.passages:,} passages alone", *alone))
+    print(line(f"demo bot among {args.total:,} passages", *among))
+    print(line(f"a bot of {each:,} among them", *small))
+    ratio = statistics.median(among[0]) / statistics.median(alone[0])
+    print(f"  demo bot among them ÷ alone, p50: {ratio:.2f} (target <= 1.2)")
+    print("  targets: p50 <= 50 ms, p99 <= 150 ms, ÷ page <= 10")
+    return verdict(client.failures, "CORRECTNESS CHECKS PASSED")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
