@@ -127,18 +127,23 @@ def django_setup(proj: Project) -> None:
 
 
 @contextlib.contextmanager
-def project(dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False) -> Iterator[Project]:
+def project(
+    dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False, sqlite: bool = False
+) -> Iterator[Project]:
     """Create database `dbname` (bench_*), migrate it, seed a demo workspace;
     drop the database and the data folder afterwards, whatever happened.
     `redis_url` is the broker of every process of the project; its rate
     limits are out of reach (RATE_LIMITS_OUT_OF_REACH). `keep`: the database
-    stays afterwards, for a look at what was measured."""
+    stays afterwards, for a look at what was measured. `sqlite`: the embedded
+    database instead, a file in the data folder (`connect` is PostgreSQL's)."""
     if not dbname.startswith("bench_"):
         raise ValueError("benchmark databases are named bench_*")
     data_dir = Path(tempfile.mkdtemp(prefix=f"{dbname}-"))
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(dbname),
+        "DATABASE_URL": f"sqlite:///{data_dir}/{dbname}.sqlite3"
+        if sqlite
+        else database_url(dbname),
         "CELERY_BROKER_URL": redis_url,
         "DATA_DIR": str(data_dir),
         "DJANGO_SETTINGS_MODULE": "platform_site.settings",
@@ -147,9 +152,10 @@ def project(dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False) -> I
         **RATE_LIMITS_OUT_OF_REACH,
     }
     env.pop("SECRET_KEY", None)  # generated into DATA_DIR, shared by every process here
-    _drop_database(dbname)
-    with admin_connection() as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
+    if not sqlite:
+        _drop_database(dbname)
+        with admin_connection() as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(dbname)))
     try:
         proj = Project(dbname=dbname, data_dir=data_dir, env=env)
         log(f"database {dbname}: migrate")
@@ -162,7 +168,7 @@ def project(dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False) -> I
         try:
             if keep:
                 log(f"keeping database {dbname} (--keep)")
-            else:
+            elif not sqlite:  # an embedded one goes with the data folder
                 log(f"dropping database {dbname}")
                 _drop_database(dbname)
         finally:
