@@ -121,8 +121,15 @@ class Client:
     def get(self, path: str, bot_id: str) -> tuple[float, object]:
         headers = {"Authorization": f"Bearer {self.token}", "x-bot-id": bot_id}
         started = time.perf_counter()
-        self.conn.request("GET", path, headers=headers)
-        response = self.conn.getresponse()
+        try:
+            self.conn.request("GET", path, headers=headers)
+            response = self.conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionError):
+            # Closed while idle (the server's keep-alive timeout): again.
+            self.conn.close()
+            started = time.perf_counter()
+            self.conn.request("GET", path, headers=headers)
+            response = self.conn.getresponse()
         body = response.read()
         spent = (time.perf_counter() - started) * 1000
         if response.status != 200:
@@ -176,6 +183,7 @@ def main() -> int:
             client = Client(web.port, proj.demo["tokens"]["developer"])
             rounds(client, bot, demo_files, asked[:20], 1)  # warm-up
             alone = rounds(client, bot, demo_files, asked, args.rounds)
+            print(line(f"demo bot, {args.passages:,} passages alone", *alone), flush=True)
             others = make_bots(proj, [""] * (args.bots - 1))
             each = (args.total - args.passages) // len(others)
             log(f"loading {each * len(others):,} passages of {len(others)} more bots")
