@@ -61,11 +61,14 @@ SIGNED_TOKEN = OpenApiParameter(
 )
 SEARCH_TAGS = OpenApiParameter(
     "tags",
-    {"type": "string"},
+    {"type": "object", "additionalProperties": {"type": "string"}},
+    style="deepObject",
+    explode=True,
     description=(
-        "Files whose tags match: a URL-encoded JSON object of a tag's value, an array of"
-        ' values (any of them), or {"not": value or values} to exclude; also as'
-        " tags.<key>=<value> (repeated: any of them) and tags.<key>.not=<value>"
+        "Files whose tags match: `tags[<key>]=<value>` or `tags.<key>=<value>` (a key"
+        " repeated: any of its values), `tags.<key>.not=<value>` to exclude; or `tags` as a"
+        ' URL-encoded JSON object of a value, an array of values (any of them) or {"not":'
+        " value or values} per key"
     ),
 )
 PASSAGES_LIMIT = OpenApiParameter(
