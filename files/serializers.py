@@ -170,7 +170,8 @@ class FileMetadataSerializer(ClosedSerializer):
 
 SEARCH_QUERY_MAX_LENGTH = 2000
 SEARCH_LIMIT_DEFAULT = 10
-SEARCH_LIMIT_MAX = 100
+# As many as a page of any list.
+SEARCH_LIMIT_MAX = settings.PAGE_SIZE_MAX
 SEARCH_CONTEXT_DEPTH_MAX = 10
 
 

@@ -125,7 +125,8 @@ def test_a_breadcrumb_is_the_nearest_title_then_its_subtitle(client, bot):
 def test_consolidate_merges_a_files_matches_in_file_order_under_their_headings(client, bot):
     file = handbook(bot)
     other = FileFactory(bot=bot, key="notes.txt")
-    PassageFactory(file=other, position=0, content="Claims for expenses go to finance.")
+    # One of the words, where the handbook's best passages hold two.
+    PassageFactory(file=other, position=0, content="Finance pays the claims.")
     hits = search(client, query="expense claim vacation", contextDepth=0, consolidate="true")
     assert [hit["file"]["id"] for hit in hits] == [file.id, other.id]
     assert hits[0]["meta"] == {"type": "consolidated"}
@@ -140,7 +141,7 @@ def test_consolidate_merges_a_files_matches_in_file_order_under_their_headings(c
             HANDBOOK[6][1],
         ]
     )
-    assert hits[1]["content"] == "Claims for expenses go to finance."
+    assert hits[1]["content"] == "Finance pays the claims."
     assert hits[0]["score"] == 1.0 and hits[1]["score"] < 1.0
     # Breadcrumbs and context are not separate when consolidated.
     same = search(
@@ -247,7 +248,7 @@ def test_tags_as_the_official_client_sends_them(client, bot):
         ({"query": "q", "contextDepth": "-1"}, "contextDepth"),
         ({"query": "q", "contextDepth": "two"}, "contextDepth"),
         ({"query": "q", "limit": "0"}, "limit"),
-        ({"query": "q", "limit": "101"}, "limit"),
+        ({"query": "q", "limit": "201"}, "limit"),
         ({"query": "q", "consolidate": "yes"}, "consolidate"),
         ({"query": "q", "withContext": "1"}, "withContext"),
         ({"query": "q", "tags": "{not json"}, "tags"),
