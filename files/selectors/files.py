@@ -13,14 +13,14 @@ from platform_site.api.tags import tagged
 from platform_site.domain_errors import MalformedId, NotFound
 
 
-def _live(files: QuerySet[File]) -> QuerySet[File]:
+def files_live(files: QuerySet[File]) -> QuerySet[File]:
     # An expired file is gone for its readers even before housekeeping deletes it.
     return files.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
 
 
 def live_file_find(*, file_id: str) -> File | None:
     """The file of `file_id`, or None when it was deleted or has expired."""
-    return _live(File.objects.filter(id=file_id)).first()
+    return files_live(File.objects.filter(id=file_id)).first()
 
 
 def files_reindexable(*, bot: Bot) -> QuerySet[File]:
@@ -34,7 +34,7 @@ def files_reindexable(*, bot: Bot) -> QuerySet[File]:
         FileStatus.INDEXING_FAILED,
     ]
     return (
-        _live(File.objects.filter(bot=bot))
+        files_live(File.objects.filter(bot=bot))
         .filter(index=True, status__in=indexed)
         .exclude(storage_name="")
         .order_by("id")
@@ -54,7 +54,7 @@ def file_not_found(id_or_key: str) -> NotFound:
 def file_get(*, bot: Bot, id_or_key: str) -> File:
     """A file of `bot` by its id or its key (keys are unique per bot)."""
     file_reference_check(id_or_key)
-    files = _live(File.objects.filter(bot=bot))
+    files = files_live(File.objects.filter(bot=bot))
     # An id wins over a key that happens to spell another file's id.
     found = files.filter(id=id_or_key).first() if is_id(id_or_key, "file") else None
     found = found or files.filter(key=id_or_key).first()
@@ -66,7 +66,7 @@ def file_get(*, bot: Bot, id_or_key: str) -> File:
 def files_list(*, bot: Bot, page: PageRequest, tags: Mapping[str, str]) -> Page[File]:
     """The bot's files, newest first, with every tag of `tags`."""
     return paginate(
-        tagged(_live(File.objects.filter(bot=bot)), tags),
+        tagged(files_live(File.objects.filter(bot=bot)), tags),
         ordering=["-id"],
         list_name=f"files:{bot.id}:tags={sorted(tags.items())}",
         request=page,

@@ -12,10 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 
 from bots.models import Bot
 from files.models import File, Passage, PassageSubtype
+from files.selectors.files import files_live
 from files.selectors.search_lexical import passages_ranked_lexically
 from platform_site.api.tags import TagCondition
 
@@ -63,8 +63,7 @@ class Hit:
 
 def searchable_files(*, bot: Bot, tags: Sequence[TagCondition]) -> QuerySet[File]:
     """The bot's live files whose tags pass `tags`."""
-    now = timezone.now()
-    files = File.objects.filter(bot=bot).filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+    files = files_live(File.objects.filter(bot=bot))
     for condition in tags:
         files = files.filter(condition.q())
     return files
@@ -86,7 +85,7 @@ def files_search(*, bot: Bot, request: SearchRequest) -> list[Hit]:
     files = searchable_files(bot=bot, tags=request.tags)
     candidates = max(request.limit, CANDIDATES_MIN)
     lexical = passages_ranked_lexically(files=files, query=request.query, limit=candidates)
-    ranked = fused([[r.passage_id for r in lexical]], request.limit)
+    ranked = fused([lexical], request.limit)
     if not ranked:
         return []
     passages = Passage.objects.select_related("file").in_bulk([pid for pid, _ in ranked])

@@ -6,7 +6,6 @@ A question's words are alternatives, not all required: a passage holding
 some of them ranks by how many, how often and how rare they are."""
 
 import re
-from dataclasses import dataclass
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -44,12 +43,6 @@ _WORD = re.compile(r"\w+")
 _BODY = "AND p.subtype NOT IN ('title', 'subtitle')"
 
 
-@dataclass(frozen=True)
-class Ranked:
-    passage_id: str
-    rank: float
-
-
 def _fts5_query(query: str) -> str:
     """Each word quoted (FTS5 reads `-`, `:`, `AND` and quotes as syntax),
     joined by OR; empty when the query has no word."""
@@ -57,9 +50,8 @@ def _fts5_query(query: str) -> str:
     return " OR ".join(f'"{word}"' for word in words)
 
 
-def passages_ranked_lexically(*, files: QuerySet[File], query: str, limit: int) -> list[Ranked]:
-    """The best `limit` passages of `files` (a queryset of file ids) for
-    `query`, best first."""
+def passages_ranked_lexically(*, files: QuerySet[File], query: str, limit: int) -> list[str]:
+    """The ids of the best `limit` passages of `files` for `query`, best first."""
     files_sql, files_params = files.values("id").query.sql_with_params()
     if connection.vendor == "postgresql":
         sql, query_param = _POSTGRESQL, query
@@ -69,4 +61,4 @@ def passages_ranked_lexically(*, files: QuerySet[File], query: str, limit: int) 
             return []
     with connection.cursor() as cursor:
         cursor.execute(sql.format(files=files_sql, body=_BODY), [query_param, *files_params, limit])
-        return [Ranked(passage_id, float(rank)) for passage_id, rank in cursor.fetchall()]
+        return [passage_id for passage_id, _ in cursor.fetchall()]
