@@ -311,10 +311,10 @@ class FileSearchViewSet(ApiViewSet):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def tags(self, request: Request) -> Response:
-        tags, next_token = file_tags_page(
+        page = file_tags_page(
             bot=bot_principal(request).bot, page=page_request(request.query_params)
         )
-        return Response({"tags": tags, "meta": {"nextToken": next_token} if next_token else {}})
+        return Response(page.json("tags", str))
 
     @extend_schema(
         summary="List the values a tag takes on the bot's files, in order",
@@ -327,10 +327,10 @@ class FileSearchViewSet(ApiViewSet):
         responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def tag_values(self, request: Request, tag: str) -> Response:
-        values, next_token = file_tag_values_page(
+        page = file_tag_values_page(
             bot=bot_principal(request).bot, tag=tag, page=page_request(request.query_params)
         )
-        return Response({"values": values, "meta": {"nextToken": next_token} if next_token else {}})
+        return Response(page.json("values", str))
 
 
 def _passage_data(item: dict[str, Any]) -> PassageData:

@@ -6,7 +6,7 @@ from django.db import connection
 from django.utils import timezone
 
 from bots.models import Bot
-from platform_site.api.pagination import PageRequest, keyset_signer
+from platform_site.api.pagination import Page, PageRequest, keyset_signer
 from platform_site.domain_errors import InvalidFilter
 
 # `j` is each (key, value) of a live file's tags; {column} is the one listed.
@@ -22,7 +22,7 @@ LIMIT %s
 
 def _page(
     *, column: str, condition: str, params: list[str], list_name: str, page: PageRequest, bot: Bot
-) -> tuple[list[str], str | None]:
+) -> Page[str]:
     signer = keyset_signer(list_name, [column])
     after: object = ""
     if page.token:
@@ -38,20 +38,20 @@ def _page(
         cursor.execute(sql, [bot.id, timezone.now(), after, *params, page.size + 1])
         found = [row[0] for row in cursor.fetchall()]
     if len(found) <= page.size:
-        return found, None
+        return Page(items=found, next_token=None)
     found = found[: page.size]
-    return found, signer.sign_object(found[-1])
+    return Page(items=found, next_token=signer.sign_object(found[-1]))
 
 
-def file_tags_page(*, bot: Bot, page: PageRequest) -> tuple[list[str], str | None]:
-    """The tag keys of the bot's live files, and the next page's token."""
+def file_tags_page(*, bot: Bot, page: PageRequest) -> Page[str]:
+    """A page of the tag keys of the bot's live files."""
     return _page(
         column="key", condition="", params=[], list_name=f"file-tags:{bot.id}", page=page, bot=bot
     )
 
 
-def file_tag_values_page(*, bot: Bot, tag: str, page: PageRequest) -> tuple[list[str], str | None]:
-    """The values tag `tag` takes on the bot's live files, and the next page's token."""
+def file_tag_values_page(*, bot: Bot, tag: str, page: PageRequest) -> Page[str]:
+    """A page of the values tag `tag` takes on the bot's live files."""
     # SQLite's json_each answers a nested value too; tags hold strings only.
     text = "" if connection.vendor == "postgresql" else "AND j.type = 'text'"
     return _page(

@@ -24,6 +24,8 @@ from platform_site.api.errors import InvalidQuery
 from platform_site.domain_errors import InvalidFilter
 
 ModelT = TypeVar("ModelT", bound=models.Model)
+# A page's items: model instances, or the strings of a list of values.
+ItemT = TypeVar("ItemT")
 
 
 @dataclass(frozen=True)
@@ -33,14 +35,14 @@ class PageRequest:
 
 
 @dataclass(frozen=True)
-class Page(Generic[ModelT]):
-    items: list[ModelT]
+class Page(Generic[ItemT]):
+    items: list[ItemT]
     next_token: str | None
 
     def meta(self) -> dict[str, str]:
         return {"nextToken": self.next_token} if self.next_token else {}
 
-    def json(self, key: str, present: Callable[[ModelT], Any]) -> dict[str, Any]:
+    def json(self, key: str, present: Callable[[ItemT], Any]) -> dict[str, Any]:
         """The answer of a list endpoint: the items as `key`, each as
         `present` shows it, and `meta` holding the nextToken of the next page."""
         return {key: [present(item) for item in self.items], "meta": self.meta()}
