@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 from collections import defaultdict
@@ -95,7 +94,10 @@ def bm25s_ranked(corpus: list[dict[str, str]], queries: list[dict[str, str]]) ->
 
 
 def service_ranked(
-    corpus: list[dict[str, str]], queries: list[dict[str, str]], failures: list[str]
+    corpus: list[dict[str, str]],
+    queries: list[dict[str, str]],
+    failures: list[str],
+    demo_bot: str,
 ) -> list[list[str]]:
     from bots.models import Bot
     from files.models import File, FileStatus, Passage
@@ -104,7 +106,7 @@ def service_ranked(
     from files.services.files import file_passages_set
 
     # A bot of its own: the demo bot holds the demo's files.
-    demo = Bot.objects.get(id=os.environ["BENCH_BOT"])
+    demo = Bot.objects.get(id=demo_bot)
     bot = Bot.objects.create(workspace=demo.workspace, name="search quality")
     by_topic: dict[str, list[dict[str, str]]] = defaultdict(list)
     for paragraph in corpus:
@@ -169,10 +171,9 @@ def main() -> int:
     corpus, queries, judged = collection()
     failures: list[str] = []
     with project("bench_search_quality", sqlite=args.database == "sqlite") as proj:
-        os.environ["BENCH_BOT"] = proj.demo["botId"]
         django_setup(proj)
         log(f"{len(corpus):,} paragraphs, {len(queries)} questions: the service's ranking")
-        service = service_ranked(corpus, queries, failures)
+        service = service_ranked(corpus, queries, failures, proj.demo["botId"])
     log("bm25s")
     baseline = bm25s_ranked(corpus, queries)
     print(
