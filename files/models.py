@@ -52,6 +52,10 @@ class File(models.Model):
     indexing_lease = models.BigIntegerField(default=0, editable=False)
     indexing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     indexing_attempts = models.PositiveSmallIntegerField(default=0, editable=False)
+    # Passages written without their sentence embeddings (set through the
+    # API, or indexed before semantic search): when the worker's run counts
+    # as lost and the file is queued again; null: nothing due.
+    embeddings_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -70,6 +74,11 @@ class File(models.Model):
                 fields=["indexing_due_at"],
                 name="file_indexing_due_idx",
                 condition=models.Q(indexing_due_at__isnull=False),
+            ),
+            models.Index(
+                fields=["embeddings_due_at"],
+                name="file_embeddings_due_idx",
+                condition=models.Q(embeddings_due_at__isnull=False),
             ),
             models.Index(
                 fields=["expires_at"],
@@ -125,3 +134,25 @@ class Passage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.file_id}#{self.position}"
+
+
+class FileEmbeddings(models.Model):
+    """The sentence embeddings of a file's passages (files/embeddings/), one
+    row per file: semantic search loads a file's vectors in one read and
+    keeps them while the file's passages_version stays. Valid while
+    `passages_version` and `model` match the file's and the running model's;
+    a file whose row is missing or stale is searched by its words alone
+    until the worker embeds it (files/services/embeddings.py)."""
+
+    file = models.OneToOneField(
+        File, primary_key=True, on_delete=models.CASCADE, related_name="embeddings"
+    )
+    passages_version = models.PositiveIntegerField()
+    model = models.CharField(max_length=100)
+    # The embedded passages' positions (uint32) and their vectors (float16,
+    # one row of the model's dimensions each), little-endian, in the same order.
+    positions = models.BinaryField()
+    vectors = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"vectors of {self.file_id} ({self.model})"

@@ -7,6 +7,8 @@ from celery import shared_task
 from django.conf import settings
 from kombu.exceptions import OperationalError
 
+from files.embeddings.model import model
+from files.services.embeddings import EMBED_FILE_TASK, file_embed, files_requeue_embeddings
 from files.services.files import files_delete_expired
 from files.services.indexing import file_index, files_requeue_stalled
 from files.services.status import INDEX_FILE_TASK
@@ -34,6 +36,32 @@ def requeue_stalled_indexing() -> int:
             logger.warning("The broker refused indexing; retried at the next pass", exc_info=True)
             break
     return len(requeued)
+
+
+@shared_task(
+    name=EMBED_FILE_TASK,
+    ignore_result=True,
+    soft_time_limit=settings.FILE_INDEXING_TIME_LIMIT,
+    time_limit=settings.FILE_INDEXING_TIME_LIMIT + 30,
+)
+def embed_file(file_id: str) -> bool:
+    return file_embed(file_id=file_id)
+
+
+@shared_task(name="files.tasks.embed_due_files", ignore_result=True)
+def embed_due_files() -> int:
+    """Queue the files due for vectors whose run was lost or never queued
+    (`manage.py embed_files --queue`); nothing while semantic search is off."""
+    if model() is None:
+        return 0
+    due = files_requeue_embeddings()
+    for file_id in due:
+        try:
+            embed_file.delay(file_id)
+        except OperationalError:
+            logger.warning("The broker refused embedding; retried at the next pass", exc_info=True)
+            break
+    return len(due)
 
 
 @shared_task(name="files.tasks.delete_expired_files", ignore_result=True)

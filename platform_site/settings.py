@@ -257,6 +257,14 @@ FILE_DOWNLOAD_URL_TTL = env.int("FILE_DOWNLOAD_URL_TTL", default=3600)
 FILE_INDEXING_TIME_LIMIT = env.int("FILE_INDEXING_TIME_LIMIT", default=600)
 FILE_INDEXING_MAX_ATTEMPTS = env.int("FILE_INDEXING_MAX_ATTEMPTS", default=3)
 FILE_HOUSEKEEPING_INTERVAL = env.float("FILE_HOUSEKEEPING_INTERVAL", default=60.0)  # seconds
+# Semantic search (README: Searching passages): on when the `semantic` extra
+# is installed; false ranks by words alone and loads no model.
+FILE_SEARCH_SEMANTIC = env.bool("FILE_SEARCH_SEMANTIC", default=True)
+# Threads of one embedding run (0: one per core).
+FILE_SEARCH_EMBEDDING_THREADS = env.int("FILE_SEARCH_EMBEDDING_THREADS", default=0)
+# Files' vectors each web process keeps in memory (float32: 1.5 kB a passage);
+# a bot's vectors beyond it are read from the database at every search.
+FILE_SEARCH_VECTOR_CACHE_MB = env.int("FILE_SEARCH_VECTOR_CACHE_MB", default=512)
 
 # Request bodies: the middleware enforces the per-interface limits of the
 # contract; Django's own ceiling only has to stay out of its way.
@@ -466,6 +474,11 @@ if CHAT_ANONYMOUS_USER_MAX_AGE_DAYS <= 0:
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "requeue-stalled-indexing": {
         "task": "files.tasks.requeue_stalled_indexing",
+        "schedule": FILE_HOUSEKEEPING_INTERVAL,
+        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
+    },
+    "embed-due-files": {
+        "task": "files.tasks.embed_due_files",
         "schedule": FILE_HOUSEKEEPING_INTERVAL,
         "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
     },

@@ -2,11 +2,14 @@
 query, each with the passages around it (`contextDepth`), the headings it
 sits under (breadcrumbs), or merged per file (`consolidate`).
 
-Ranking fuses the rankers' orders by reciprocal rank (each passage scores
+Two rankers propose passages: by words (files/selectors/search_lexical.py)
+and by meaning (files/selectors/search_semantic.py, when semantic search is
+on). Ranking fuses their orders by reciprocal rank (each passage scores
 the sum of 1 / (RRF_K + its rank) over the rankers that found it), scaled so
 that a passage first in every ranker scores 1: higher is better, and scores
 compare across queries."""
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from bots.models import Bot
 from files.models import File, Passage, PassageSubtype
 from files.selectors.files import files_live
 from files.selectors.search_lexical import passages_ranked_lexically
+from files.selectors.search_semantic import passages_ranked_semantically
 from platform_site.api.tags import TagCondition
 
 # Reciprocal rank fusion's constant (Cormack et al.'s 60): how far down a
@@ -26,6 +30,8 @@ RRF_K = 60
 CANDIDATES_MIN = 50
 
 _HEADINGS = (PassageSubtype.TITLE, PassageSubtype.SUBTITLE)
+# A query with no word finds nothing (no ranking would mean anything).
+_WORD = re.compile(r"\w")
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,11 @@ def fused(rankings: Sequence[Sequence[str]], limit: int) -> list[tuple[str, floa
 def files_search(*, bot: Bot, request: SearchRequest) -> list[Hit]:
     files = searchable_files(bot=bot, tags=request.tags)
     candidates = max(request.limit, CANDIDATES_MIN)
+    if not _WORD.search(request.query):
+        return []
     lexical = passages_ranked_lexically(files=files, query=request.query, limit=candidates)
-    ranked = fused([lexical], request.limit)
+    semantic = passages_ranked_semantically(files=files, query=request.query, limit=candidates)
+    ranked = fused([lexical] if semantic is None else [lexical, semantic], request.limit)
     if not ranked:
         return []
     passages = Passage.objects.select_related("file").in_bulk([pid for pid, _ in ranked])

@@ -21,6 +21,7 @@ from django.utils import timezone
 from files.models import File, FileStatus
 from files.parsing import UnreadableDocument, extract_passages
 from files.passage_data import PassageData
+from files.services.embeddings import PassageVectors, passages_embed
 from files.services.status import (
     file_status_indexing_completed,
     file_status_indexing_failed,
@@ -55,6 +56,9 @@ def _file_index(file_id: str, revision: int) -> IndexingOutcome:
     file = File.objects.get(id=file_id)
     try:
         passages = _passages_of(file)
+        # Embedded in the same pass: the file is searchable by meaning
+        # as soon as it is indexing_completed.
+        vectors = passages_embed(passages)
     except UnreadableDocument as unreadable:
         return _finish(file, lease, failure=str(unreadable))
     except SoftTimeLimitExceeded:
@@ -64,7 +68,7 @@ def _file_index(file_id: str, revision: int) -> IndexingOutcome:
             failure=f"Indexing took longer than {settings.FILE_INDEXING_TIME_LIMIT} seconds"
             " and was stopped: split the document into smaller files",
         )
-    return _finish(file, lease, passages=passages)
+    return _finish(file, lease, passages=passages, vectors=vectors)
 
 
 def _claim(file_id: str, revision: int) -> int | None:
@@ -122,6 +126,7 @@ def _finish(
     lease: int,
     *,
     passages: list[PassageData] | None = None,
+    vectors: PassageVectors | None = None,
     failure: str | None = None,
 ) -> IndexingOutcome:
     locked = File.objects.select_for_update().filter(id=file.id).first()
@@ -131,7 +136,7 @@ def _finish(
         logger.info("Indexing of %s failed: %s", locked.id, failure, extra={"file_id": locked.id})
         file_status_indexing_failed(file=locked, reason=failure)
     else:
-        file_status_indexing_completed(file=locked, passages=passages or [])
+        file_status_indexing_completed(file=locked, passages=passages or [], vectors=vectors)
     locked.save()
     return IndexingOutcome.FAILED if failure is not None else IndexingOutcome.COMPLETED
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from files.models import File, Passage
+from files.models import File, FileEmbeddings, Passage
 from files.passage_data import PassageData
 from platform_site.api.ids import new_id
 from platform_site.bulk_insert import rows_insert
@@ -34,10 +34,12 @@ def passages_replace(*, file: File, passages: Sequence[PassageData]) -> int:
 
 
 def passages_clear(*, file: File) -> None:
-    """Delete the passages of `file` (saved by the caller)."""
+    """Delete the passages of `file` and their vectors (saved by the caller)."""
     if file.pk is not None:
         Passage.objects.filter(file=file).delete()
+        FileEmbeddings.objects.filter(file=file).delete()
     file.passages_version += 1
+    file.embeddings_due_at = None
 
 
 def passages_insert(*, file: File, passages: Sequence[PassageData]) -> None:

@@ -18,6 +18,11 @@ from django.utils import timezone
 
 from files.models import File, FileStatus
 from files.passage_data import PassageData
+from files.services.embeddings import (
+    PassageVectors,
+    file_embeddings_due,
+    file_embeddings_write,
+)
 from files.services.passages import passages_clear, passages_replace
 
 # The indexing task, named rather than imported: files.tasks sits on top of
@@ -65,9 +70,17 @@ def file_status_indexing_pending(*, file: File, enqueue: bool = True) -> None:
         transaction.on_commit(partial(index_file.delay, file.id, file.revision))
 
 
-def file_status_indexing_completed(*, file: File, passages: Sequence[PassageData]) -> None:
-    """Indexed, or given its passages directly: `passages` replace the old set."""
+def file_status_indexing_completed(
+    *, file: File, passages: Sequence[PassageData], vectors: PassageVectors | None = None
+) -> None:
+    """Indexed, or given its passages directly: `passages` replace the old
+    set, with their `vectors` (files/services/embeddings.py), or due for
+    them when they come without."""
     passages_replace(file=file, passages=passages)
+    if vectors is not None:
+        file_embeddings_write(file=file, vectors=vectors)
+    elif passages:
+        file_embeddings_due(file=file)
     _status_set(file, FileStatus.INDEXING_COMPLETED)
 
 

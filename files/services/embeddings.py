@@ -1,0 +1,154 @@
+"""Sentence embeddings of a file's passages, written beside them.
+
+Indexing embeds a file's passages in the same pass as it extracts them and
+writes both in one transaction (files/services/indexing.py). Passages set
+through the API, and those indexed before semantic search, are embedded
+afterwards: their file is marked `embeddings_due`, a task embeds it after
+the write commits, and beat sweeps what is still due (a lost message, a
+worker that stopped). Until then the file is searched by its words alone.
+
+Headings are not embedded, as they are not ranked (files/selectors/search_lexical.py)."""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from typing import TYPE_CHECKING
+
+from celery import current_app
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from bots.models import Bot
+from files.embeddings.model import MODEL_ID, model
+from files.embeddings.vectors import vectors_pack
+from files.models import File, FileEmbeddings, FileStatus, Passage, PassageSubtype
+from files.passage_data import PassageData
+
+if TYPE_CHECKING:
+    import numpy as np
+
+logger = logging.getLogger(__name__)
+
+# Named rather than imported, as INDEX_FILE_TASK (files/services/status.py).
+EMBED_FILE_TASK = "files.tasks.embed_file"
+
+_HEADINGS = frozenset((PassageSubtype.TITLE, PassageSubtype.SUBTITLE))
+
+
+def _grace() -> timedelta:
+    """How long a queued or running embedding may take before it counts as
+    lost (its task's time limit, as indexing's)."""
+    return timedelta(seconds=settings.FILE_INDEXING_TIME_LIMIT + 60)
+
+
+@dataclass(frozen=True)
+class PassageVectors:
+    """The embedded passages of a file: their positions and vectors."""
+
+    positions: list[int]
+    vectors: "np.ndarray"
+
+
+def passages_embed(passages: Sequence[PassageData]) -> PassageVectors | None:
+    """The vectors of `passages` (positions as passages_insert gives them);
+    None when semantic search is off."""
+    embedding_model = model()
+    if embedding_model is None:
+        return None
+    positions: list[int] = []
+    texts: list[str] = []
+    for index, data in enumerate(passages):
+        if data.subtype not in _HEADINGS:
+            positions.append(index if data.position is None else data.position)
+            texts.append(data.content)
+    return PassageVectors(positions=positions, vectors=embedding_model.embed(texts))
+
+
+def file_embeddings_write(*, file: File, vectors: PassageVectors) -> None:
+    """Store `vectors` as the embeddings of `file`'s current passages. The
+    caller holds the transaction and the file's lock, and saves the file."""
+    positions, packed = vectors_pack(vectors.positions, vectors.vectors)
+    FileEmbeddings.objects.update_or_create(
+        file=file,
+        defaults={
+            "passages_version": file.passages_version,
+            "model": MODEL_ID,
+            "positions": positions,
+            "vectors": packed,
+        },
+    )
+    file.embeddings_due_at = None
+
+
+def file_embeddings_due(*, file: File) -> None:
+    """`file`'s passages were written without vectors: embedded by a task
+    once the caller's transaction commits (the caller saves the file)."""
+    file.embeddings_due_at = timezone.now() + _grace()
+    if settings.FILE_SEARCH_SEMANTIC:
+        embed_file = current_app.tasks[EMBED_FILE_TASK]
+        transaction.on_commit(partial(embed_file.delay, file.id))
+
+
+def file_embed(*, file_id: str) -> bool:
+    """Embed a due file's passages; answers whether vectors were written.
+    The passages are read and embedded outside any transaction; the write
+    is dropped if they changed meanwhile (the file is then due for its new
+    passages, or no longer due)."""
+    file = File.objects.filter(id=file_id, embeddings_due_at__isnull=False).first()
+    if file is None or model() is None:
+        return False
+    rows = Passage.objects.filter(file=file).exclude(subtype__in=_HEADINGS).order_by("position")
+    passages = [
+        PassageData(content=content, position=position)
+        for position, content in rows.values_list("position", "content")
+    ]
+    vectors = passages_embed(passages)
+    if vectors is None:
+        return False
+    with transaction.atomic():
+        locked = File.objects.select_for_update().filter(id=file_id).first()
+        if (
+            locked is None
+            or locked.embeddings_due_at is None
+            or locked.passages_version != file.passages_version
+        ):
+            return False
+        file_embeddings_write(file=locked, vectors=vectors)
+        locked.save(update_fields=["embeddings_due_at"])
+    return True
+
+
+@transaction.atomic
+def files_requeue_embeddings(*, limit: int = 100) -> list[str]:
+    """Ids of files due for vectors whose run is lost or was never queued
+    (marked by files_mark_embeddings_due), oldest first; each is given
+    another grace period, as the caller queues it."""
+    now = timezone.now()
+    due = list(
+        File.objects.select_for_update(skip_locked=True)
+        .filter(embeddings_due_at__lte=now)
+        .order_by("embeddings_due_at")
+        .values_list("id", flat=True)[:limit]
+    )
+    File.objects.filter(id__in=due).update(embeddings_due_at=now + _grace())
+    return due
+
+
+def files_mark_embeddings_due(*, bot: Bot | None = None) -> int:
+    """Mark the indexed files whose vectors are missing, stale or of another
+    model as due now (after an upgrade, or once the `semantic` extra is
+    installed); answers how many."""
+    current = FileEmbeddings.objects.filter(
+        file=OuterRef("pk"), passages_version=OuterRef("passages_version"), model=MODEL_ID
+    )
+    files = File.objects.filter(
+        status=FileStatus.INDEXING_COMPLETED, embeddings_due_at__isnull=True
+    )
+    if bot is not None:
+        files = files.filter(bot=bot)
+    stale = files.filter(~Exists(current), Exists(Passage.objects.filter(file=OuterRef("pk"))))
+    return stale.update(embeddings_due_at=timezone.now())

@@ -1,0 +1,261 @@
+"""Semantic search: passages embedded by indexing in the same pass, by the
+worker after the API sets them, or by `manage.py embed_files` for files
+indexed before; GET /v1/files/search finding an answer that shares no word
+with the question; fusion with the lexical ranking; vectors dropped with
+their passages; the process cache following a file's passages; lexical
+ranking alone when semantic search is off or its packages are missing."""
+
+import logging
+import sys
+from datetime import timedelta
+from io import StringIO
+from typing import Any
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from files.embeddings import model as embedding_model
+from files.embeddings.model import MODEL_ID
+from files.embeddings.vectors import vectors_unpack
+from files.models import File, FileEmbeddings, FileStatus, PassageSubtype
+from files.passage_data import PassageData
+from files.selectors.search_semantic import vector_cache
+from files.services.embeddings import file_embed, files_requeue_embeddings
+from files.services.files import file_delete, file_passages_set
+from files.services.indexing import file_index
+from tests.factories import BotFactory, FileFactory, PassageFactory
+from tests.test_indexing import uploaded
+
+pytestmark = pytest.mark.django_db
+
+URL = "/v1/files/search"
+
+HANDBOOK_MD = b"""# Employee handbook
+
+## Holidays
+
+Every employee gets twenty-five vacation days a year.
+
+Unused vacation days carry over until March.
+
+## Expenses
+
+Travel expenses are reimbursed within ten days of a claim.
+
+Receipts must be attached to every expense claim.
+
+# Security
+
+Laptops are encrypted and locked when unattended.
+"""
+# Questions that share no word (nor stem) with the passage answering them.
+PARAPHRASES = {
+    "How much paid time off do staff receive?": "twenty-five vacation days",
+    "Will the company pay back my trip costs?": "Travel expenses are reimbursed",
+    "protecting computers": "Laptops are encrypted",
+    "What proof do I need to submit for spending?": "Receipts must be attached",
+}
+
+
+@pytest.fixture
+def client(runtime_client: Any, file_storage: Any) -> Any:
+    return runtime_client()
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Any:
+    vector_cache.clear()
+    yield
+    vector_cache.clear()
+
+
+def indexed_handbook(client: Any, key: str = "handbook.md", **fields: Any) -> File:
+    file = uploaded(client, key, HANDBOOK_MD, "text/markdown", **fields)
+    assert file_index(file_id=file.id, revision=file.revision) == "completed"
+    return File.objects.get(id=file.id)
+
+
+def search(client: Any, **params: Any) -> list[dict[str, Any]]:
+    response = client.get(URL, {"contextDepth": 0, **params})
+    assert response.status_code == 200, response.content
+    return response.json()["passages"]
+
+
+def test_indexing_embeds_the_passages_in_the_same_pass(client):
+    file = indexed_handbook(client)
+    assert file.status == FileStatus.INDEXING_COMPLETED
+    assert file.embeddings_due_at is None
+    stored = FileEmbeddings.objects.get(file=file)
+    assert (stored.passages_version, stored.model) == (file.passages_version, MODEL_ID)
+    positions, vectors = vectors_unpack(bytes(stored.positions), bytes(stored.vectors))
+    paragraphs = file.passages.exclude(subtype__in=[PassageSubtype.TITLE, PassageSubtype.SUBTITLE])
+    # Headings are not embedded (they are not ranked).
+    expected = paragraphs.order_by("position").values_list("position", flat=True)
+    assert list(positions) == list(expected)
+    assert vectors.shape == (len(positions), 384) and len(positions) >= 3
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-2)
+
+
+@pytest.mark.parametrize("question,answer", PARAPHRASES.items())
+def test_a_question_sharing_no_word_with_its_answer_finds_it_first(client, question, answer):
+    indexed_handbook(client)
+    [first, *_] = search(client, query=question)
+    assert answer in first["content"]
+
+
+def test_a_passage_found_by_meaning_alone_scores_half(client):
+    indexed_handbook(client)
+    [first, *_] = search(client, query="protecting computers")
+    assert first["score"] == pytest.approx(0.5)  # first of one ranking, not in the other
+
+
+def test_first_by_words_and_by_meaning_scores_1(client):
+    indexed_handbook(client)
+    [first, second, *_] = search(client, query="How many vacation days does an employee get?")
+    assert "twenty-five vacation days" in first["content"]
+    assert first["score"] == 1.0
+    assert 0 < second["score"] < 1
+
+
+def test_passages_set_through_the_api_are_embedded_by_the_worker(client, bot):
+    texts = ("Parking is free for visitors.", "We ship worldwide.")
+    passages = [PassageData(content=text) for text in texts]
+    file = file_passages_set(file=FileFactory(bot=bot, key="faq.txt"), passages=passages)
+    assert file.embeddings_due_at is not None
+    assert not FileEmbeddings.objects.filter(file=file).exists()
+    # Until the worker has run, the file is found by its words alone.
+    assert search(client, query="international delivery") == []
+    assert file_embed(file_id=file.id) is True
+    assert File.objects.get(id=file.id).embeddings_due_at is None
+    [first, *_] = search(client, query="international delivery")
+    assert first["content"] == "We ship worldwide."
+    assert file_embed(file_id=file.id) is False  # no longer due
+
+
+def test_an_embedding_of_passages_replaced_meanwhile_is_dropped(client, bot, monkeypatch):
+    file = file_passages_set(file=FileFactory(bot=bot), passages=[PassageData(content="Old text.")])
+    from files.services import embeddings
+
+    real = embeddings.passages_embed
+
+    def replaced_meanwhile(passages: Any) -> Any:
+        file_passages_set(file=file, passages=[PassageData(content="New text.")])
+        return real(passages)
+
+    monkeypatch.setattr(embeddings, "passages_embed", replaced_meanwhile)
+    assert file_embed(file_id=file.id) is False
+    assert not FileEmbeddings.objects.filter(file=file).exists()
+    assert File.objects.get(id=file.id).embeddings_due_at is not None  # due for the new text
+
+
+def test_new_passages_drop_the_old_vectors_and_search_follows(client, bot):
+    file = indexed_handbook(client)
+    search(client, query="protecting computers")  # the vectors now cached
+    file_passages_set(file=file, passages=[PassageData(content="Bicycles are parked in the yard.")])
+    assert not FileEmbeddings.objects.filter(file=file).exists()
+    assert file_embed(file_id=file.id) is True
+    [first] = search(client, query="where do I leave my bike", limit=1)
+    assert first["content"] == "Bicycles are parked in the yard."
+
+
+def test_a_deleted_file_leaves_semantic_search_at_once(client, bot):
+    file = indexed_handbook(client)
+    kept = indexed_handbook(client, key="copy.md")
+    assert {h["file"]["id"] for h in search(client, query="protecting computers")} == {
+        file.id,
+        kept.id,
+    }
+    file_delete(file=file)
+    assert {h["file"]["id"] for h in search(client, query="protecting computers")} == {kept.id}
+    assert not FileEmbeddings.objects.filter(file_id=file.id).exists()
+
+
+def test_tags_filter_the_semantic_ranking_too(client):
+    indexed_handbook(client, key="en.md", tags={"lang": "en"})
+    fr = indexed_handbook(client, key="fr.md", tags={"lang": "fr"})
+    hits = search(client, query="protecting computers", tags='{"lang": "fr"}')
+    assert hits and {h["file"]["id"] for h in hits} == {fr.id}
+
+
+def test_only_the_callers_bot_is_searched(client, runtime_client, bot):
+    indexed_handbook(runtime_client(for_bot=BotFactory(workspace=bot.workspace)))
+    assert search(client, query="protecting computers") == []
+
+
+def test_embed_files_backfills_files_indexed_before(client, bot):
+    file = FileFactory(bot=bot)
+    PassageFactory(file=file, position=0, content="The cafeteria opens at noon.")
+    PassageFactory(file=file, position=1, subtype=PassageSubtype.TITLE, content="Lunch")
+    FileFactory(bot=bot, key="empty.txt")  # no passages: nothing to embed
+    out = StringIO()
+    call_command("embed_files", bot.id, stdout=out)
+    assert out.getvalue().strip() == "1 embedded, 0 skipped"
+    positions, _ = vectors_unpack(*(bytes(v) for v in _stored(file)))
+    assert list(positions) == [0]
+    [first] = search(client, query="when is lunch served", limit=1)
+    assert first["content"] == "The cafeteria opens at noon."
+    out = StringIO()
+    call_command("embed_files", stdout=out)  # every bot's; nothing stale now
+    assert out.getvalue().strip() == "0 embedded, 0 skipped"
+
+
+def test_embed_files_queue_marks_them_for_the_workers(bot):
+    file = FileFactory(bot=bot)
+    PassageFactory(file=file, content="The cafeteria opens at noon.")
+    out = StringIO()
+    call_command("embed_files", "--queue", stdout=out)
+    assert out.getvalue().strip() == "1 due for the workers"
+    assert files_requeue_embeddings() == [file.id]
+    # Queued: not again until its run counts as lost.
+    assert files_requeue_embeddings() == []
+    File.objects.filter(id=file.id).update(embeddings_due_at=timezone.now() - timedelta(1))
+    assert files_requeue_embeddings() == [file.id]
+
+
+def test_embed_files_refuses_an_unknown_bot_and_semantic_search_off(settings):
+    with pytest.raises(CommandError, match="No bot has the id 'bot_nope'"):
+        call_command("embed_files", "bot_nope")
+    settings.FILE_SEARCH_SEMANTIC = False
+    with pytest.raises(CommandError, match="Semantic search is off"):
+        call_command("embed_files")
+
+
+def test_with_semantic_search_off_words_alone_rank(client, settings):
+    indexed_handbook(client)
+    settings.FILE_SEARCH_SEMANTIC = False
+    assert search(client, query="protecting computers") == []
+    [first, *_] = search(client, query="laptops")
+    assert first["score"] == 1.0
+    file = uploaded(client, "late.md", HANDBOOK_MD, "text/markdown")
+    file_index(file_id=file.id, revision=file.revision)
+    # Indexed without vectors: due, for when semantic search is turned on.
+    assert File.objects.get(id=file.id).embeddings_due_at is not None
+
+
+def test_without_the_semantic_extra_search_is_lexical_and_says_so_once(client, monkeypatch, caplog):
+    indexed_handbook(client)
+    embedding_model._loaded.cache_clear()
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if not installed
+    try:
+        with caplog.at_level(logging.WARNING, logger="files.embeddings.model"):
+            assert search(client, query="protecting computers") == []
+            assert search(client, query="laptops")
+    finally:
+        embedding_model._loaded.cache_clear()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "files.embeddings.model"]
+    assert warnings == [
+        "Semantic search is off: onnxruntime is not installed"
+        " (pip install 'bot-platform[semantic]'); files are searched by their words alone"
+    ]
+
+
+def test_a_query_of_no_word_finds_nothing_by_meaning_either(client):
+    indexed_handbook(client)
+    assert search(client, query="?!") == []
+
+
+def _stored(file: File) -> tuple[Any, Any]:
+    stored = FileEmbeddings.objects.get(file=file)
+    return stored.positions, stored.vectors
