@@ -10,11 +10,16 @@ hand before any ranking was run, graded judgments; its README says how).
    per topic and one passage per paragraph, in order (positions 0..n), set
    through files.services.files.file_passages_set (what setFilePassages
    does), so the database's own search columns are kept as in service.
-2. Each question through files.selectors.search.files_search in-process
-   (limit 10, no context): the passages answered, mapped back to paragraphs.
-3. bm25s (BM25, english stop words, Snowball stemmer: PyStemmer) over the
+2. The files' passages embedded by files.services.embeddings.file_embed
+   (what the worker runs after setFilePassages), timed: passages/s.
+3. Each question three ways in-process, the passages mapped back to
+   paragraphs: the lexical ranker alone, the semantic ranker alone
+   (files/selectors/search_lexical.py, search_semantic.py, top 10 each),
+   and the hybrid the API answers (files.selectors.search.files_search,
+   limit 10, no context).
+4. bm25s (BM25, english stop words, Snowball stemmer: PyStemmer) over the
    same paragraphs, top 10.
-4. nDCG@10 (graded: 2 answers the question, 1 relevant) and recall@10 (of
+5. nDCG@10 (graded: 2 answers the question, 1 relevant) and recall@10 (of
    the paragraphs judged 2), the mean over the questions; the ratio of the
    service's nDCG@10 to bm25s's. The service ranks paragraphs, not headings:
    the collection has none.
@@ -31,6 +36,7 @@ import json
 import math
 import statistics
 import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -98,11 +104,14 @@ def service_ranked(
     queries: list[dict[str, str]],
     failures: list[str],
     demo_bot: str,
-) -> list[list[str]]:
+) -> dict[str, list[list[str]]]:
     from bots.models import Bot
     from files.models import File, FileStatus, Passage
     from files.passage_data import PassageData
-    from files.selectors.search import SearchRequest, files_search
+    from files.selectors.search import SearchRequest, files_search, searchable_files
+    from files.selectors.search_lexical import passages_ranked_lexically
+    from files.selectors.search_semantic import passages_ranked_semantically
+    from files.services.embeddings import file_embed
     from files.services.files import file_passages_set
 
     # A bot of its own: the demo bot holds the demo's files.
@@ -130,6 +139,12 @@ def service_ranked(
                 for n, p in enumerate(paragraphs)
             ],  # fmt: skip
         )
+    started = time.perf_counter()
+    for file in File.objects.filter(bot=bot):
+        if not file_embed(file_id=file.id):
+            failures.append(f"{file.key}: not embedded")
+    elapsed = time.perf_counter() - started
+    log(f"embedded {len(corpus):,} passages in {elapsed:.1f} s: {len(corpus) / elapsed:.0f}/s")
     paragraph_of = {
         (key.removeprefix("topics/").removesuffix(".txt"), position): pid
         for pid, key, position in Passage.objects.filter(file__bot=bot).values_list(
@@ -137,8 +152,11 @@ def service_ranked(
         )
     }
     ids = {pid: by_topic[topic][position]["id"] for (topic, position), pid in paragraph_of.items()}
-    ranked = []
+    ranked: dict[str, list[list[str]]] = defaultdict(list)
+    files = searchable_files(bot=bot, tags=[])
     for query in queries:
+        lexical = passages_ranked_lexically(files=files, query=query["text"], limit=K)
+        semantic = passages_ranked_semantically(files=files, query=query["text"], limit=K) or []
         hits = files_search(
             bot=bot,
             request=SearchRequest(
@@ -151,9 +169,11 @@ def service_ranked(
                 with_context=False,
             ),  # fmt: skip
         )
-        if any(hit.passage.id not in ids for hit in hits):
-            failures.append(f"{query['id']}: a passage outside the collection")
-        ranked.append([ids[hit.passage.id] for hit in hits if hit.passage.id in ids])
+        hybrid = [hit.passage.id for hit in hits]
+        for label, passages in (("lexical", lexical), ("semantic", semantic), ("hybrid", hybrid)):
+            if any(pid not in ids for pid in passages):
+                failures.append(f"{query['id']}: a passage outside the collection")
+            ranked[label].append([ids[pid] for pid in passages if pid in ids])
     return ranked
 
 
@@ -180,16 +200,19 @@ def main() -> int:
         f"\nRESULT search_quality ({args.database}): {len(queries)} questions,"
         f" {len(corpus):,} paragraphs"
     )
-    rows = {
-        "the service (lexical)": scores(service, queries, judged),
-        "bm25s": scores(baseline, queries, judged),
-    }
+    rows = {f"the service, {label}": scores(r, queries, judged) for label, r in service.items()}
+    rows["bm25s"] = scores(baseline, queries, judged)
     for label, (n, r, empty) in rows.items():
         print(
-            f"  {label:24} nDCG@10 {n:.4f}  recall@10 {r:.4f}  questions answered nothing: {empty}"
+            f"  {label:24} nDCG@10 {n:.4f}  recall@10 {r:.4f}"
+            f"  ÷ bm25s {n / rows['bm25s'][0]:.3f}  questions answered nothing: {empty}"
         )
-    ratio = rows["the service (lexical)"][0] / rows["bm25s"][0]
-    print(f"  the service ÷ bm25s, nDCG@10: {ratio:.3f} (target for the hybrid: >= 1.10)")
+    hybrid = rows["the service, hybrid"][0]
+    halves = max(rows["the service, lexical"][0], rows["the service, semantic"][0])
+    print(
+        f"  hybrid ÷ bm25s, nDCG@10: {hybrid / rows['bm25s'][0]:.3f} (target >= 1.10);"
+        f" ÷ the better half: {hybrid / halves:.3f} (target >= 1)"
+    )
     return verdict(failures, "CORRECTNESS CHECKS PASSED")
 
 

@@ -1,7 +1,8 @@
 // @botpress/client on the runtime API: searchFiles over an uploaded, indexed
-// document (the passage holding the answer first, tags filters as the client
-// sends them, context, breadcrumbs, consolidation), listFileTags and
-// listFileTagValues with their iterators, and bad input.
+// document (the passage holding the answer first, found by its words or by
+// its meaning; tags filters as the client sends them, context, breadcrumbs,
+// consolidation), listFileTags and listFileTagValues with their iterators,
+// and bad input.
 import { describe, it, before } from 'node:test'
 import assert from 'node:assert/strict'
 import { InvalidQueryError, PayloadTooLargeError } from '@botpress/client'
@@ -35,6 +36,13 @@ const QUESTIONS = [
   ['What must be attached to an expense claim?', 'Receipts must be attached'],
   ['Who replaces a broken monitor?', 'facilities desk'],
   ['Do unused vacation days carry over?', 'carry over until the end of March'],
+]
+// Questions that share no word with their answer: found by meaning
+// (semantic search, which the live service runs).
+const PARAPHRASES = [
+  ['How much paid time off do workers receive?', 'twenty-five vacation days'],
+  ['protecting computers', 'Laptops are encrypted'],
+  ['Will the company pay back my trip costs?', 'Travel expenses are reimbursed'],
 ]
 
 const client = runtimeClient('developer')
@@ -70,7 +78,7 @@ describe('searchFiles and file tags', { timeout: 90_000 }, () => {
     assert.equal(file.status, 'indexing_completed', file.failedStatusReason)
   })
 
-  for (const [question, answer] of QUESTIONS) {
+  for (const [question, answer] of [...QUESTIONS, ...PARAPHRASES]) {
     it(`answers “${question}” with the passage holding it first`, async () => {
       const { passages } = await client.searchFiles({ query: question, tags: { suite }, contextDepth: 0 })
       assert.ok(passages.length > 0)
