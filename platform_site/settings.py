@@ -260,6 +260,10 @@ FILE_HOUSEKEEPING_INTERVAL = env.float("FILE_HOUSEKEEPING_INTERVAL", default=60.
 # Semantic search (README: Searching passages): on when the `semantic` extra
 # is installed; false ranks by words alone and loads no model.
 FILE_SEARCH_SEMANTIC = env.bool("FILE_SEARCH_SEMANTIC", default=True)
+# Indexing embeds a file of up to this many passages in the same pass; a
+# longer one is searchable by its words when indexed, by meaning once the
+# worker has embedded it (README: Searching passages).
+FILE_EMBEDDING_INLINE_MAX = env.int("FILE_EMBEDDING_INLINE_MAX", default=10_000)
 # Threads of one embedding run (0: one per core).
 FILE_SEARCH_EMBEDDING_THREADS = env.int("FILE_SEARCH_EMBEDDING_THREADS", default=0)
 # Files' vectors each web process keeps in memory (float32: 1.5 kB a passage);

@@ -22,6 +22,7 @@ from files.embeddings.vectors import vectors_unpack
 from files.models import File, FileEmbeddings, FileStatus, PassageSubtype
 from files.passage_data import PassageData
 from files.selectors.search_semantic import vector_cache
+from files.services import embeddings
 from files.services.embeddings import file_embed, files_requeue_embeddings
 from files.services.files import file_delete, file_passages_set
 from files.services.indexing import file_index
@@ -136,8 +137,6 @@ def test_passages_set_through_the_api_are_embedded_by_the_worker(client, bot):
 
 def test_an_embedding_of_passages_replaced_meanwhile_is_dropped(client, bot, monkeypatch):
     file = file_passages_set(file=FileFactory(bot=bot), passages=[PassageData(content="Old text.")])
-    from files.services import embeddings
-
     real = embeddings.passages_embed
 
     def replaced_meanwhile(passages: Any) -> Any:
@@ -259,3 +258,28 @@ def test_a_query_of_no_word_finds_nothing_by_meaning_either(client):
 def _stored(file: File) -> tuple[Any, Any]:
     stored = FileEmbeddings.objects.get(file=file)
     return stored.positions, stored.vectors
+
+
+def test_a_long_file_is_embedded_after_indexing_a_slice_a_run(client, settings, monkeypatch):
+    settings.FILE_EMBEDDING_INLINE_MAX = 2
+    monkeypatch.setattr(embeddings, "SLICE", 2)
+    file = indexed_handbook(client)
+    # Indexed, searchable by its words; its vectors come from the worker.
+    assert file.status == FileStatus.INDEXING_COMPLETED
+    assert file.embeddings_due_at is not None
+    assert not FileEmbeddings.objects.filter(file=file).exists()
+    paragraphs = list(
+        file.passages.exclude(subtype__in=[PassageSubtype.TITLE, PassageSubtype.SUBTITLE])
+        .order_by("position")
+        .values_list("position", flat=True)
+    )
+    runs = 0
+    while File.objects.get(id=file.id).embeddings_due_at is not None:
+        assert file_embed(file_id=file.id) is True
+        runs += 1
+        positions, vectors = vectors_unpack(*(bytes(v) for v in _stored(file)))
+        assert list(positions) == paragraphs[: 2 * runs]
+        assert vectors.shape == (len(positions), 384)
+    assert runs == (len(paragraphs) + 1) // 2
+    [first, *_] = search(client, query="protecting computers")
+    assert "Laptops are encrypted" in first["content"]

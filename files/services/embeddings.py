@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from bots.models import Bot
 from files.embeddings.model import MODEL_ID, model
-from files.embeddings.vectors import vectors_pack
+from files.embeddings.vectors import vectors_pack, vectors_unpack
 from files.models import File, FileEmbeddings, FileStatus, Passage, PassageSubtype
 from files.passage_data import PassageData
 
@@ -35,6 +35,9 @@ logger = logging.getLogger(__name__)
 
 # Named rather than imported, as INDEX_FILE_TASK (files/services/status.py).
 EMBED_FILE_TASK = "files.tasks.embed_file"
+# Passages a run of the task embeds (about 25 s on 2 cores), so that a file
+# of any size is embedded within the task's time limit, slice after slice.
+SLICE = 2_000
 
 _HEADINGS = frozenset((PassageSubtype.TITLE, PassageSubtype.SUBTITLE))
 
@@ -94,19 +97,25 @@ def file_embeddings_due(*, file: File) -> None:
 
 
 def file_embed(*, file_id: str) -> bool:
-    """Embed a due file's passages; answers whether vectors were written.
-    The passages are read and embedded outside any transaction; the write
-    is dropped if they changed meanwhile (the file is then due for its new
-    passages, or no longer due)."""
+    """Embed the next SLICE of a due file's passages, after those embedded
+    already; answers whether vectors were written. The file stays due (and
+    its task is queued again) until the last slice is in. The passages are
+    read and embedded outside any transaction; the write is dropped if
+    they changed meanwhile (the file is then due for its new passages, or
+    no longer due)."""
     file = File.objects.filter(id=file_id, embeddings_due_at__isnull=False).first()
     if file is None or model() is None:
         return False
-    rows = Passage.objects.filter(file=file).exclude(subtype__in=_HEADINGS).order_by("position")
-    passages = [
-        PassageData(content=content, position=position)
-        for position, content in rows.values_list("position", "content")
-    ]
-    vectors = passages_embed(passages)
+    stored = _stored(file)
+    after = int(stored[0][-1]) if stored is not None and len(stored[0]) else -1
+    rows = (
+        Passage.objects.filter(file=file, position__gt=after)
+        .exclude(subtype__in=_HEADINGS)
+        .order_by("position")
+        .values_list("position", "content")[: SLICE + 1]
+    )
+    passages = [PassageData(content=content, position=position) for position, content in rows]
+    vectors = passages_embed(passages[:SLICE])
     if vectors is None:
         return False
     with transaction.atomic():
@@ -117,9 +126,30 @@ def file_embed(*, file_id: str) -> bool:
             or locked.passages_version != file.passages_version
         ):
             return False
+        if stored is not None:
+            vectors = PassageVectors(
+                positions=[int(p) for p in stored[0]] + vectors.positions,
+                vectors=_stacked(stored[1], vectors.vectors),
+            )
         file_embeddings_write(file=locked, vectors=vectors)
+        if len(passages) > SLICE:
+            file_embeddings_due(file=locked)
         locked.save(update_fields=["embeddings_due_at"])
     return True
+
+
+def _stored(file: File) -> "tuple[np.ndarray, np.ndarray] | None":
+    """The vectors `file` has of its current passages and of this model."""
+    row = FileEmbeddings.objects.filter(
+        file=file, passages_version=file.passages_version, model=MODEL_ID
+    ).first()
+    return None if row is None else vectors_unpack(bytes(row.positions), bytes(row.vectors))
+
+
+def _stacked(first: "np.ndarray", second: "np.ndarray") -> "np.ndarray":
+    import numpy as np
+
+    return np.concatenate([first, second]) if len(second) else first
 
 
 @transaction.atomic
