@@ -105,6 +105,8 @@ def service_ranked(
     failures: list[str],
     demo_bot: str,
 ) -> dict[str, list[list[str]]]:
+    from django.db import connection
+
     from bots.models import Bot
     from files.models import File, FileStatus, Passage
     from files.passage_data import PassageData
@@ -139,6 +141,11 @@ def service_ranked(
                 for n, p in enumerate(paragraphs)
             ],  # fmt: skip
         )
+    if connection.vendor == "postgresql":
+        # What autovacuum does after such a write: the statistics that say
+        # how rare a word is (files/selectors/search_bm25_postgresql.py).
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE files_passage")
     started = time.perf_counter()
     for file in File.objects.filter(bot=bot):
         if not file_embed(file_id=file.id):

@@ -9,7 +9,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from files.models import File, Passage
 from files.selectors.search_lexical import passages_ranked_lexically
-from tests.factories import FileFactory
+from tests.factories import BotFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,11 +32,18 @@ def test_passages_stored_before_are_searchable_after(migrated_back, monkeypatch)
     migration = MigrationExecutor(connection).loader.get_migration("files", "0003_passage_search")
     module = __import__(migration.__module__, fromlist=["BATCH"])
     monkeypatch.setattr(module, "BATCH", 7)  # several batches, the last one short
-    file = FileFactory()
-    Passage.objects.bulk_create(
-        Passage(file=file, position=n, content=f"Ferry number {n} leaves hourly") for n in range(20)
+    # The file as files.0002 knows it (later migrations add columns).
+    old_file = MigrationExecutor(connection).loader.project_state(BEFORE).apps.get_model(
+        "files", "File"
     )
-    Passage.objects.create(file=file, position=20, content="Bicycles ride free")
+    bot = BotFactory()
+    file = old_file.objects.create(
+        bot_id=bot.id, key="ferries.txt", size=1, content_type="text/plain"
+    )
+    Passage.objects.bulk_create(
+        Passage(file_id=file.id, position=n, content=f"Ferry number {n} leaves hourly") for n in range(20)
+    )
+    Passage.objects.create(file_id=file.id, position=20, content="Bicycles ride free")
 
     migrate(AFTER)
 

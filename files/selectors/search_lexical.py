@@ -1,6 +1,7 @@
 """Lexical ranking of a bot's passages for a natural-language query, by the
 database's full-text search (files/migrations/0003_passage_search.py):
-PostgreSQL's tsvector with ts_rank, SQLite's FTS5 with bm25.
+PostgreSQL's tsvector ranked by bm25 (files/selectors/search_bm25_postgresql.py),
+SQLite's FTS5 with its bm25.
 
 A question's words are alternatives, not all required: a passage holding
 some of them ranks by how many, how often and how rare they are."""
@@ -11,20 +12,11 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from files.models import File
+from files.selectors.search_bm25_postgresql import passages_ranked_bm25
 
 # Words a query contributes at most (a 2,000-character query holds fewer).
 QUERY_TERMS_MAX = 64
 
-# The query's lexemes (english stemming, stop words left out) joined by OR.
-_POSTGRESQL = """
-SELECT p.id, ts_rank(p.search_vector, q.query, 1) AS rank
-FROM files_passage AS p,
-    (SELECT replace(plainto_tsquery('pg_catalog.english', %s)::text, ' & ', ' | ')::tsquery
-        AS query) AS q
-WHERE p.search_vector @@ q.query AND p.file_id IN ({files}) {body}
-ORDER BY rank DESC, p.id
-LIMIT %s
-"""
 # bm25() is lower for a better match.
 _SQLITE = """
 SELECT r.passage_id, -bm25(files_passage_search) AS rank
@@ -54,11 +46,15 @@ def passages_ranked_lexically(*, files: QuerySet[File], query: str, limit: int) 
     """The ids of the best `limit` passages of `files` for `query`, best first."""
     files_sql, files_params = files.values("id").query.sql_with_params()
     if connection.vendor == "postgresql":
-        sql, query_param = _POSTGRESQL, query
-    else:
-        sql, query_param = _SQLITE, _fts5_query(query)
-        if not query_param:
-            return []
+        return passages_ranked_bm25(
+            files_sql=files_sql, files_params=files_params, body=_BODY, query=query,
+            limit=limit, terms_max=QUERY_TERMS_MAX,
+        )  # fmt: skip
+    fts5_query = _fts5_query(query)
+    if not fts5_query:
+        return []
     with connection.cursor() as cursor:
-        cursor.execute(sql.format(files=files_sql, body=_BODY), [query_param, *files_params, limit])
+        cursor.execute(
+            _SQLITE.format(files=files_sql, body=_BODY), [fts5_query, *files_params, limit]
+        )
         return [passage_id for passage_id, _ in cursor.fetchall()]

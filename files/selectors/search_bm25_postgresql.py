@@ -1,0 +1,148 @@
+"""BM25 over PostgreSQL's full-text search: the lexical ranking on PostgreSQL.
+
+`ts_rank` counts how often a query's words are in a passage, not how rare
+they are among passages, and a common word then outranks the word that
+matters (0.94 of bm25s's nDCG@10, BENCHMARKS.md §22). Here each word
+weighs by its inverse document frequency and its count in the passage
+saturates as in bm25 (k1 1.5, b 0.75, a passage's length being its number
+of distinct lexemes).
+
+How rare a word is comes from PostgreSQL's own statistics of the column
+(`pg_stats.most_common_elems`, kept by ANALYZE, which autovacuum runs as
+passages are written): the share of passages holding each common lexeme,
+over every bot's passages. A word not among them is rarer than all that
+are. Without statistics yet (a table never analysed) every word weighs
+the same.
+
+The same statistics bound the work: the passages ranked are those holding
+one of the query's rarest words, adding words from the rarest while the
+passages they would bring stay under CANDIDATE_SHARE of the collection
+(the rarest always counts). A passage holding only the common words of a
+question is not ranked: with their weight next to nothing, it would rank
+below those holding a rare one. The common words still count in the
+ranking of the passages found, and draw too when the rare ones find fewer
+passages than asked for."""
+
+import math
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+# Words drawn into the candidate match while their shares of passages add
+# up to at most this (beyond the rarest one).
+CANDIDATE_SHARE = 0.05
+# Seconds the column's statistics are kept by a process before reading again.
+STATISTICS_TTL = 600.0
+_K1 = 1.5
+_B = 0.75
+
+_LEXEMES = "SELECT tsvector_to_array(to_tsvector('pg_catalog.english', %s))"
+_STATISTICS = """
+SELECT most_common_elems::text::text[], most_common_elem_freqs
+FROM pg_stats
+WHERE schemaname = current_schema() AND tablename = 'files_passage'
+    AND attname = 'search_vector'
+"""
+_RANKED = f"""
+SELECT m.id, sum(
+    t.idf * e.tf * {_K1 + 1} / (e.tf + {_K1} * ({1 - _B} + {_B} * m.dl / m.avgdl))
+) AS rank
+FROM (
+    SELECT p.id, p.search_vector AS v, length(p.search_vector) AS dl,
+        avg(length(p.search_vector)) OVER () AS avgdl
+    FROM files_passage AS p
+    WHERE p.search_vector @@ %s::tsquery AND p.file_id IN ({{files}}) {{body}}
+) AS m
+CROSS JOIN LATERAL (
+    SELECT u.lexeme, array_length(u.positions, 1) AS tf FROM unnest(m.v) AS u
+) AS e
+JOIN unnest(%s::text[], %s::float8[]) AS t(word, idf) ON t.word = e.lexeme
+GROUP BY m.id
+ORDER BY rank DESC, m.id
+LIMIT %s
+"""
+
+
+class _Statistics:
+    """The share of passages holding each common lexeme, read from pg_stats
+    at most every STATISTICS_TTL seconds per process."""
+
+    def __init__(self) -> None:
+        self._shares: dict[str, float] = {}
+        self._rare = 0.0
+        self._read_at = -math.inf
+        self._lock = threading.Lock()
+
+    def shares(self, words: Sequence[str]) -> list[float] | None:
+        """Each word's share of passages; None without statistics."""
+        with self._lock:
+            if time.monotonic() - self._read_at > STATISTICS_TTL:
+                self._read()
+            if not self._shares:
+                return None
+            return [self._shares.get(word, self._rare) for word in words]
+
+    def _read(self) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(_STATISTICS)
+            row = cursor.fetchone()
+        self._shares, self._rare = {}, 0.0
+        if row is not None and row[0]:
+            elements, frequencies = row
+            # The frequencies end with their minimum, maximum and the null share.
+            self._shares = dict(zip(elements, frequencies, strict=False))
+            self._rare = frequencies[len(elements)] / 2
+        self._read_at = time.monotonic()
+
+    def forget(self) -> None:
+        with self._lock:
+            self._read_at = -math.inf
+
+
+statistics = _Statistics()
+
+
+def _quoted(word: str) -> str:
+    """`word` as a lexeme of tsquery's text form."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _weights(words: Sequence[str], shares: Sequence[float] | None) -> tuple[list[str], list[float]]:
+    """The words that draw candidates, and each word's idf (bm25's, of its share)."""
+    if shares is None:
+        return list(words), [1.0] * len(words)
+    idf = [math.log(1 + (1 - share) / max(share, 1e-9)) for share in shares]
+    drawing: list[str] = []
+    drawn = 0.0
+    for share, word in sorted(zip(shares, words, strict=True)):
+        if drawing and drawn + share > CANDIDATE_SHARE:
+            break
+        drawing.append(word)
+        drawn += share
+    return drawing, idf
+
+
+def passages_ranked_bm25(
+    *, files_sql: str, files_params: Sequence[Any], body: str, query: str, limit: int,
+    terms_max: int,
+) -> list[str]:  # fmt: skip
+    """The ids of the best `limit` passages of the files `files_sql` selects
+    for `query`, by bm25, best first."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LEXEMES, [query])
+        words: list[str] = cursor.fetchone()[0][:terms_max]
+        if not words:
+            return []
+        drawing, idf = _weights(words, statistics.shares(words))
+        sql = _RANKED.format(files=files_sql, body=body)
+        cursor.execute(sql, [" | ".join(map(_quoted, drawing)), *files_params, words, idf, limit])
+        ranked = [passage_id for passage_id, _ in cursor.fetchall()]
+        if len(ranked) < limit and len(drawing) < len(words):
+            # The rare words are rare here too, or not here at all: the
+            # common ones draw as well.
+            cursor.execute(sql, [" | ".join(map(_quoted, words)), *files_params, words, idf, limit])
+            ranked = [passage_id for passage_id, _ in cursor.fetchall()]
+        return ranked

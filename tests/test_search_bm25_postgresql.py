@@ -1,0 +1,107 @@
+"""The lexical ranking on PostgreSQL: bm25 with each word's rarity from the
+column's statistics, candidates drawn by the rare words, the common ones
+drawing when the rare find too little, lexemes quoted whatever they hold."""
+
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from files.models import File
+from files.selectors import search_bm25_postgresql
+from files.selectors.search_bm25_postgresql import statistics
+from files.selectors.search_lexical import passages_ranked_lexically
+from tests.factories import FileFactory, PassageFactory
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's ranking"),
+]
+
+
+@pytest.fixture(autouse=True)
+def statistics_forgotten() -> Any:
+    """Statistics read here are rolled back with the test: no later test
+    may see them."""
+    yield
+    statistics.forget()
+
+
+def analysed() -> None:
+    """What autovacuum does after writes: the statistics, read afresh."""
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE files_passage")
+    statistics.forget()
+
+
+@pytest.fixture
+def harbour(bot: Any) -> File:
+    """200 passages about the harbour, one of them about a lighthouse."""
+    file = FileFactory(bot=bot)
+    for n in range(200):
+        PassageFactory(file=file, position=n, content=f"The harbour ferry number {n} is on time.")
+    PassageFactory(
+        file=file, position=200, content="The harbour lighthouse is white. The harbour is calm."
+    )
+    return file
+
+
+def ranked(file: File, query: str, limit: int = 5) -> list[str]:
+    files = File.objects.filter(id=file.id)
+    return passages_ranked_lexically(files=files, query=query, limit=limit)
+
+
+def test_a_rare_word_outweighs_a_common_one_said_twice(harbour):
+    analysed()
+    lighthouse = harbour.passages.get(position=200).id
+    assert ranked(harbour, "harbour lighthouse")[0] == lighthouse
+    shares = statistics.shares(["harbour", "lighthouse"])
+    assert shares is not None and shares[0] > 0.9 > shares[1]
+
+
+def test_only_the_rare_words_draw_candidates_when_they_find_enough(harbour, monkeypatch):
+    analysed()
+    drawn: list[str] = []
+    real = search_bm25_postgresql._weights
+
+    def spy(words: Any, shares: Any) -> Any:
+        drawing, idf = real(words, shares)
+        drawn.extend(drawing)
+        return drawing, idf
+
+    monkeypatch.setattr(search_bm25_postgresql, "_weights", spy)
+    assert len(ranked(harbour, "harbour lighthouse", limit=1)) == 1
+    assert drawn == ["lighthous"]
+
+
+def test_the_common_words_draw_when_the_rare_ones_find_too_little(harbour):
+    analysed()
+    # "zeppelin" is in no passage: the harbour's passages still answer.
+    found = ranked(harbour, "harbour zeppelin", limit=10)
+    assert len(found) == 10
+
+
+def test_without_statistics_every_word_weighs_the_same(bot):
+    file = FileFactory(bot=bot)
+    PassageFactory(file=file, position=0, content="Ferries leave hourly from the pier.")
+    statistics.forget()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stats WHERE tablename = 'files_passage'"
+            " AND attname = 'search_vector' AND most_common_elems IS NOT NULL"
+        )
+        (analysed_before,) = cursor.fetchone()
+    if analysed_before:
+        pytest.skip("the test database's passages were analysed by an earlier test")
+    assert statistics.shares(["ferri"]) is None
+    assert ranked(file, "ferries") == [file.passages.get().id]
+
+
+@pytest.mark.parametrize(
+    "query", ["it's o'clock", r"back\slash \\ twice", "'quoted' | & ! <-> :*", "a:b c-d"]
+)
+def test_words_of_any_characters_are_quoted(bot, query):
+    file = FileFactory(bot=bot)
+    passage = PassageFactory(file=file, position=0, content=query)
+    analysed()
+    assert ranked(file, query) == [passage.id]
