@@ -33,15 +33,16 @@ def test_passages_stored_before_are_searchable_after(migrated_back, monkeypatch)
     module = __import__(migration.__module__, fromlist=["BATCH"])
     monkeypatch.setattr(module, "BATCH", 7)  # several batches, the last one short
     # The file as files.0002 knows it (later migrations add columns).
-    old_file = MigrationExecutor(connection).loader.project_state(BEFORE).apps.get_model(
-        "files", "File"
+    old_file = (
+        MigrationExecutor(connection).loader.project_state(BEFORE).apps.get_model("files", "File")
     )
     bot = BotFactory()
     file = old_file.objects.create(
         bot_id=bot.id, key="ferries.txt", size=1, content_type="text/plain"
     )
     Passage.objects.bulk_create(
-        Passage(file_id=file.id, position=n, content=f"Ferry number {n} leaves hourly") for n in range(20)
+        Passage(file_id=file.id, position=n, content=f"Ferry number {n} leaves hourly")
+        for n in range(20)
     )
     Passage.objects.create(file_id=file.id, position=20, content="Bicycles ride free")
 
