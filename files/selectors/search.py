@@ -20,7 +20,7 @@ from bots.models import Bot
 from files.models import File, Passage, PassageSubtype
 from files.selectors.files import files_live
 from files.selectors.search_lexical import passages_ranked_lexically
-from files.selectors.search_semantic import passages_ranked_semantically
+from files.selectors.search_semantic import semantic_ranking_start
 from platform_site.api.tags import TagCondition
 
 # Reciprocal rank fusion's constant (Cormack et al.'s 60): how far down a
@@ -92,9 +92,10 @@ def files_search(*, bot: Bot, request: SearchRequest) -> list[Hit]:
     candidates = max(request.limit, CANDIDATES_MIN)
     if not _WORD.search(request.query):
         return []
+    semantic = semantic_ranking_start(files=files, query=request.query, limit=candidates)
     lexical = passages_ranked_lexically(files=files, query=request.query, limit=candidates)
-    semantic = passages_ranked_semantically(files=files, query=request.query, limit=candidates)
-    ranked = fused([lexical] if semantic is None else [lexical, semantic], request.limit)
+    rankings = [lexical] if semantic is None else [lexical, semantic.passage_ids()]
+    ranked = fused(rankings, request.limit)
     if not ranked:
         return []
     passages = Passage.objects.select_related("file").in_bulk([pid for pid, _ in ranked])

@@ -38,6 +38,11 @@ CANDIDATE_SHARE = 0.05
 STATISTICS_TTL = 600.0
 _K1 = 1.5
 _B = 0.75
+# ts_rank of a one-word query over a passage holding the word n times is
+# 0.1 (its default weight) x (1 + 1/4 + ... + 1/n^2) / (pi^2 / 6); as the
+# sum is close to pi^2/6 - 1/(n + 0.5), the count is read back from it
+# (exact to 0.05), where no function of PostgreSQL's answers it cheaply.
+_PI2_6 = math.pi**2 / 6
 
 _LEXEMES = "SELECT tsvector_to_array(to_tsvector('pg_catalog.english', %s))"
 _STATISTICS = """
@@ -47,20 +52,19 @@ WHERE schemaname = current_schema() AND tablename = 'files_passage'
     AND attname = 'search_vector'
 """
 _RANKED = f"""
-SELECT m.id, sum(
-    t.idf * e.tf * {_K1 + 1} / (e.tf + {_K1} * ({1 - _B} + {_B} * m.dl / m.avgdl))
+SELECT m.id, (
+    SELECT sum(t.idf * c.tf * {_K1 + 1} / (c.tf + {_K1} * m.norm))
+    FROM unnest(%s::text[]::tsquery[], %s::float8[]) AS t(word, idf),
+        LATERAL (SELECT ts_rank(m.v, t.word, 0) AS r) AS once,
+        LATERAL (SELECT CASE WHEN once.r > 0
+            THEN 1 / ({_PI2_6} - once.r * {_PI2_6 / 0.1}) - 0.5 ELSE 0 END AS tf) AS c
 ) AS rank
 FROM (
-    SELECT p.id, p.search_vector AS v, length(p.search_vector) AS dl,
-        avg(length(p.search_vector)) OVER () AS avgdl
+    SELECT p.id, p.search_vector AS v,
+        {1 - _B} + {_B} * length(p.search_vector) / avg(length(p.search_vector)) OVER () AS norm
     FROM files_passage AS p
     WHERE p.search_vector @@ %s::tsquery AND p.file_id IN ({{files}}) {{body}}
 ) AS m
-CROSS JOIN LATERAL (
-    SELECT u.lexeme, array_length(u.positions, 1) AS tf FROM unnest(m.v) AS u
-) AS e
-JOIN unnest(%s::text[], %s::float8[]) AS t(word, idf) ON t.word = e.lexeme
-GROUP BY m.id
 ORDER BY rank DESC, m.id
 LIMIT %s
 """
@@ -138,11 +142,13 @@ def passages_ranked_bm25(
             return []
         drawing, idf = _weights(words, statistics.shares(words))
         sql = _RANKED.format(files=files_sql, body=body)
-        cursor.execute(sql, [" | ".join(map(_quoted, drawing)), *files_params, words, idf, limit])
+        quoted = [_quoted(word) for word in words]
+        match = " | ".join(map(_quoted, drawing))
+        cursor.execute(sql, [quoted, idf, match, *files_params, limit])
         ranked = [passage_id for passage_id, _ in cursor.fetchall()]
         if len(ranked) < limit and len(drawing) < len(words):
             # The rare words are rare here too, or not here at all: the
             # common ones draw as well.
-            cursor.execute(sql, [" | ".join(map(_quoted, words)), *files_params, words, idf, limit])
+            cursor.execute(sql, [quoted, idf, " | ".join(quoted), *files_params, limit])
             ranked = [passage_id for passage_id, _ in cursor.fetchall()]
         return ranked

@@ -12,6 +12,7 @@ not embedded yet) is left to the lexical ranking."""
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -101,12 +102,45 @@ def _best(
     return [(file_id, position) for _, file_id, position in best[:limit]]
 
 
-def passages_ranked_semantically(
+# The scoring runs here while the calling thread waits on the lexical
+# ranking's statement: numpy and onnxruntime let go of the GIL, so the two
+# rankings take the longer of their times, not the sum.
+_scoring = ThreadPoolExecutor(max_workers=2, thread_name_prefix="semantic-search")
+
+
+class SemanticRanking:
+    """A ranking by meaning under way (semantic_ranking_start)."""
+
+    def __init__(self, nearest: "Future[list[tuple[str, int]]]") -> None:
+        self._nearest = nearest
+
+    def passage_ids(self) -> list[str]:
+        """The ids of the nearest passages, best first."""
+        nearest = self._nearest.result()
+        if not nearest:
+            return []
+        by_file: dict[str, list[int]] = {}
+        for file_id, position in nearest:
+            by_file.setdefault(file_id, []).append(position)
+        where = Q()
+        for file_id, positions_of_file in by_file.items():
+            where |= Q(file_id=file_id, position__in=positions_of_file)
+        ids = {
+            (file_id, position): passage_id
+            for file_id, position, passage_id in Passage.objects.filter(where).values_list(
+                "file_id", "position", "id"
+            )
+        }
+        return [ids[place] for place in nearest if place in ids]
+
+
+def semantic_ranking_start(
     *, files: QuerySet[File], query: str, limit: int
-) -> list[str] | None:
-    """The ids of the `limit` passages of `files` nearest `query` in
-    meaning, best first; None when semantic search is off or none of
-    `files` has vectors yet (the ranking does not take part)."""
+) -> SemanticRanking | None:
+    """Rank the passages of `files` by how near they are to `query` in
+    meaning, the best `limit`, in the background; None when semantic
+    search is off or none of `files` has vectors yet (the ranking does not
+    take part). The database is read here, in the caller's thread."""
     embedding_model = model()
     if embedding_model is None:
         return None
@@ -114,23 +148,21 @@ def passages_ranked_semantically(
     vectors = _files_vectors(keys)
     if not vectors:
         return None
-    question = embedding_model.embed([query])[0]
-    nearest = _best(
-        ((key, positions, matrix @ question) for key, (positions, matrix) in vectors.items()),
-        limit,
-    )
-    if not nearest:
-        return []
-    by_file: dict[str, list[int]] = {}
-    for file_id, position in nearest:
-        by_file.setdefault(file_id, []).append(position)
-    where = Q()
-    for file_id, positions_of_file in by_file.items():
-        where |= Q(file_id=file_id, position__in=positions_of_file)
-    ids = {
-        (file_id, position): passage_id
-        for file_id, position, passage_id in Passage.objects.filter(where).values_list(
-            "file_id", "position", "id"
+
+    def nearest() -> list[tuple[str, int]]:
+        question = embedding_model.embed([query])[0]
+        return _best(
+            ((key, positions, matrix @ question) for key, (positions, matrix) in vectors.items()),
+            limit,
         )
-    }
-    return [ids[place] for place in nearest if place in ids]
+
+    return SemanticRanking(_scoring.submit(nearest))
+
+
+def passages_ranked_semantically(
+    *, files: QuerySet[File], query: str, limit: int
+) -> list[str] | None:
+    """The ids of the `limit` passages of `files` nearest `query` in
+    meaning, best first; None when the ranking does not take part."""
+    ranking = semantic_ranking_start(files=files, query=query, limit=limit)
+    return None if ranking is None else ranking.passage_ids()
