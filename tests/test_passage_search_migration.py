@@ -1,5 +1,6 @@
 """files.0003 makes the passages stored before it searchable, in batches on
-PostgreSQL, and goes back and forth on both databases."""
+PostgreSQL, and goes back and forth on both databases; files.0005 keys the
+PostgreSQL index by file, and back."""
 
 from typing import Any
 
@@ -66,3 +67,24 @@ def test_passages_stored_before_are_searchable_after(migrated_back, monkeypatch)
     migrate(BEFORE)
     migrate(AFTER)
     assert len(passages_ranked_lexically(files=files, query="ferries", limit=50)) == 20
+
+
+def index_validity() -> dict[str, bool]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index AS i JOIN pg_class AS c"
+            " ON c.oid = i.indexrelid WHERE c.relname IN ('passage_search_idx',"
+            " 'passage_search_file_idx')"
+        )
+        return dict(cursor.fetchall())
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's index")
+def test_files_0005_keys_the_search_index_by_file_and_goes_back():
+    assert index_validity() == {"passage_search_file_idx": True}
+    try:
+        migrate([("files", "0004_semantic_search")])
+        assert index_validity() == {"passage_search_idx": True}
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+    assert index_validity() == {"passage_search_file_idx": True}
