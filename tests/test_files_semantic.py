@@ -283,3 +283,22 @@ def test_a_long_file_is_embedded_after_indexing_a_slice_a_run(client, settings, 
     assert runs == (len(paragraphs) + 1) // 2
     [first, *_] = search(client, query="protecting computers")
     assert "Laptops are encrypted" in first["content"]
+
+
+def test_two_runs_of_one_slice_write_it_once(client, settings, monkeypatch):
+    settings.FILE_EMBEDDING_INLINE_MAX = 2
+    monkeypatch.setattr(embeddings, "SLICE", 2)
+    file = indexed_handbook(client)
+    real = embeddings.passages_embed
+    raced: list[bool] = []
+
+    def with_another_run_meanwhile(passages: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            assert file_embed(file_id=file.id) is True  # the other run, first
+        return real(passages)
+
+    monkeypatch.setattr(embeddings, "passages_embed", with_another_run_meanwhile)
+    assert file_embed(file_id=file.id) is False
+    positions, _ = vectors_unpack(*(bytes(v) for v in _stored(file)))
+    assert len(positions) == len(set(positions)) == 2

@@ -2,14 +2,15 @@
 
 Indexing embeds a file's passages in the same pass as it extracts them and
 writes both in one transaction (files/services/indexing.py). Passages set
-through the API, and those indexed before semantic search, are embedded
-afterwards: their file is marked `embeddings_due`, a task embeds it after
-the write commits, and beat sweeps what is still due (a lost message, a
-worker that stopped). Until then the file is searched by its words alone.
+through the API, those of a file too long to embed in indexing's pass, and
+those indexed before semantic search are embedded afterwards: their file
+gets an `embeddings_due_at`, a task embeds it (a slice a run) after the
+write commits, and beat queues again what is still due past that time (a
+lost message, a worker that stopped). Until then the file is searched by
+its words alone.
 
 Headings are not embedded, as they are not ranked (files/selectors/search_lexical.py)."""
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,8 +31,6 @@ from files.passage_data import PassageData
 
 if TYPE_CHECKING:
     import numpy as np
-
-logger = logging.getLogger(__name__)
 
 # Named rather than imported, as INDEX_FILE_TASK (files/services/status.py).
 EMBED_FILE_TASK = "files.tasks.embed_file"
@@ -124,6 +123,8 @@ def file_embed(*, file_id: str) -> bool:
             locked is None
             or locked.embeddings_due_at is None
             or locked.passages_version != file.passages_version
+            # Another run (the task and beat's re-queue) wrote this slice.
+            or _embedded(_stored(locked)) != _embedded(stored)
         ):
             return False
         if stored is not None:
@@ -144,6 +145,10 @@ def _stored(file: File) -> "tuple[np.ndarray, np.ndarray] | None":
         file=file, passages_version=file.passages_version, model=MODEL_ID
     ).first()
     return None if row is None else vectors_unpack(bytes(row.positions), bytes(row.vectors))
+
+
+def _embedded(stored: "tuple[np.ndarray, np.ndarray] | None") -> int:
+    return 0 if stored is None else len(stored[0])
 
 
 def _stacked(first: "np.ndarray", second: "np.ndarray") -> "np.ndarray":
