@@ -7,7 +7,6 @@ from celery import shared_task
 from django.conf import settings
 from kombu.exceptions import OperationalError
 
-from files.embeddings.model import model
 from files.services.embeddings import EMBED_FILE_TASK, file_embed, files_requeue_embeddings
 from files.services.files import files_delete_expired
 from files.services.indexing import file_index, files_requeue_stalled
@@ -51,8 +50,9 @@ def embed_file(file_id: str) -> bool:
 @shared_task(name="files.tasks.embed_due_files", ignore_result=True)
 def embed_due_files() -> int:
     """Queue the files due for vectors whose run was lost or never queued
-    (`manage.py embed_files --queue`); nothing while semantic search is off."""
-    if model() is None:
+    (`manage.py embed_files --queue`); nothing while semantic search is
+    turned off. The model is not loaded here: only a run that embeds does."""
+    if not settings.FILE_SEARCH_SEMANTIC:
         return 0
     due = files_requeue_embeddings()
     for file_id in due:

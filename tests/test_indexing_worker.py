@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from files.models import File, FileStatus
+from files.models import File, FileEmbeddings, FileStatus
+from files.services.embeddings import files_mark_embeddings_due
 from tests.conftest import upload
 from tests.documents import make_pdf, truncated_pdf
+from tests.factories import FileFactory, PassageFactory
 from tests.worker import Workers, celery_queue, drop_queue, wait_until, workers
 
 __all__ = ["celery_queue", "workers"]  # fixtures, used by name
@@ -58,6 +60,8 @@ def test_uploaded_documents_are_indexed_by_a_worker(runtime_client, workers):
     pdf_id = announce_and_upload(client, "docs/guide.pdf", pdf, "application/pdf")
 
     assert wait_indexed(markdown_id, workers).status == FileStatus.INDEXING_COMPLETED
+    # Embedded in the same pass: there when the file is indexing_completed.
+    assert FileEmbeddings.objects.filter(file_id=markdown_id).exists()
     passages = client.get(f"/v1/files/{markdown_id}/passages").json()["passages"]
     assert [(p["content"], p["meta"]["subtype"]) for p in passages] == [
         ("Handbook", "title"),
@@ -103,3 +107,49 @@ def test_a_lost_indexing_run_is_queued_again_by_housekeeping(runtime_client, wor
     workers.configure(FILE_HOUSEKEEPING_INTERVAL=0.5)
     workers.start(beat=True)
     assert wait_indexed(file_id, workers).status == FileStatus.INDEXING_COMPLETED
+
+
+def test_passages_set_through_the_api_are_embedded_by_a_worker(runtime_client, workers):
+    workers.start(beat=False)
+    client = runtime_client()
+    created = client.put(
+        "/v1/files", {"key": "faq.txt", "size": 10, "contentType": "text/plain"}, format="json"
+    )
+    file_id = created.json()["file"]["id"]
+    response = client.put(
+        f"/v1/files/{file_id}/passages",
+        {
+            "passages": [
+                {"content": "Parking is free for visitors."},
+                {"content": "We ship worldwide."},
+            ]
+        },
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+
+    def embedded() -> File | None:
+        file = File.objects.get(id=file_id)
+        return file if file.embeddings_due_at is None else None
+
+    wait_until(embedded, timeout=60, message=f"{file_id} not embedded", workers=workers)
+    [first, *_] = client.get(
+        "/v1/files/search", {"query": "international delivery", "contextDepth": 0}
+    ).json()["passages"]
+    assert first["content"] == "We ship worldwide."
+
+
+def test_beat_queues_the_files_marked_due_and_a_worker_embeds_them(runtime_client, workers, bot):
+    """What `embed_files --queue` leaves to the workers (files indexed
+    before semantic search)."""
+    workers.configure(FILE_HOUSEKEEPING_INTERVAL=1.0)
+    file = FileFactory(bot=bot)
+    PassageFactory(file=file, position=0, content="The cafeteria opens at noon.")
+    assert files_mark_embeddings_due(bot=bot) == 1
+    workers.start(beat=True)
+
+    def embedded() -> FileEmbeddings | None:
+        return FileEmbeddings.objects.filter(file=file).first()
+
+    wait_until(embedded, timeout=60, message=f"{file.id} not embedded", workers=workers)
+    assert File.objects.get(id=file.id).embeddings_due_at is None
