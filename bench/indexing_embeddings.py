@@ -63,7 +63,8 @@ def index_run(file_id: str, *, semantic: bool, failures: list[str]) -> tuple[flo
     """(wall seconds, passages) of file_reindex + file_index of `file_id`."""
     from django.test import override_settings
 
-    from files.models import File, FileEmbeddings, Passage, PassageSubtype
+    from files.embeddings.vectors import positions_count
+    from files.models import HEADING_SUBTYPES, File, FileEmbeddings, Passage
     from files.services.files import file_reindex
     from files.services.indexing import IndexingOutcome, file_index
 
@@ -75,9 +76,9 @@ def index_run(file_id: str, *, semantic: bool, failures: list[str]) -> tuple[flo
     if outcome != IndexingOutcome.COMPLETED:
         failures.append(f"{file_id}: {outcome}")
     passages = Passage.objects.filter(file_id=file_id)
-    paragraphs = passages.exclude(subtype__in=[PassageSubtype.TITLE, PassageSubtype.SUBTITLE])
+    paragraphs = passages.exclude(subtype__in=HEADING_SUBTYPES)
     stored = FileEmbeddings.objects.filter(file_id=file_id).first()
-    embedded = len(stored.positions) // 4 if stored is not None else 0
+    embedded = positions_count(bytes(stored.positions)) if stored is not None else 0
     if embedded != (paragraphs.count() if semantic else 0):
         failures.append(f"{file_id}: {embedded} vectors for {paragraphs.count()} paragraphs")
     return elapsed, passages.count()

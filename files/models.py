@@ -53,8 +53,9 @@ class File(models.Model):
     indexing_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     indexing_attempts = models.PositiveSmallIntegerField(default=0, editable=False)
     # Passages written without their sentence embeddings (set through the
-    # API, or indexed before semantic search): when the worker's run counts
-    # as lost and the file is queued again; null: nothing due.
+    # API, too many to embed in indexing's pass, or indexed before semantic
+    # search): when the worker's run counts as lost and the file is queued
+    # again; null: nothing due.
     embeddings_due_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -112,6 +113,11 @@ class PassageSubtype(models.TextChoices):
     CODE = "code"
     IMAGE = "image"
     PAGE = "page"
+
+
+# Headings: not ranked by search nor embedded (a one-word heading would
+# outrank every passage under it), they come with the passages under them.
+HEADING_SUBTYPES = (PassageSubtype.TITLE, PassageSubtype.SUBTITLE)
 
 
 class Passage(models.Model):

@@ -19,7 +19,7 @@ from django.utils import timezone
 from files.embeddings import model as embedding_model
 from files.embeddings.model import MODEL_ID
 from files.embeddings.vectors import vectors_unpack
-from files.models import File, FileEmbeddings, FileStatus, PassageSubtype
+from files.models import HEADING_SUBTYPES, File, FileEmbeddings, FileStatus, PassageSubtype
 from files.passage_data import PassageData
 from files.selectors.search_semantic import vector_cache
 from files.services import embeddings
@@ -91,7 +91,7 @@ def test_indexing_embeds_the_passages_in_the_same_pass(client):
     stored = FileEmbeddings.objects.get(file=file)
     assert (stored.passages_version, stored.model) == (file.passages_version, MODEL_ID)
     positions, vectors = vectors_unpack(bytes(stored.positions), bytes(stored.vectors))
-    paragraphs = file.passages.exclude(subtype__in=[PassageSubtype.TITLE, PassageSubtype.SUBTITLE])
+    paragraphs = file.passages.exclude(subtype__in=HEADING_SUBTYPES)
     # Headings are not embedded (they are not ranked).
     expected = paragraphs.order_by("position").values_list("position", flat=True)
     assert list(positions) == list(expected)
@@ -269,7 +269,7 @@ def test_a_long_file_is_embedded_after_indexing_a_slice_a_run(client, settings, 
     assert file.embeddings_due_at is not None
     assert not FileEmbeddings.objects.filter(file=file).exists()
     paragraphs = list(
-        file.passages.exclude(subtype__in=[PassageSubtype.TITLE, PassageSubtype.SUBTITLE])
+        file.passages.exclude(subtype__in=HEADING_SUBTYPES)
         .order_by("position")
         .values_list("position", flat=True)
     )

@@ -22,6 +22,11 @@ def vectors_pack(positions: Sequence[int], vectors: "np.ndarray") -> tuple[bytes
     )
 
 
+def positions_count(positions: bytes) -> int:
+    """How many passages stored `positions` name (without reading vectors)."""
+    return len(positions) // 4  # uint32 each
+
+
 def vectors_unpack(positions: bytes, vectors: bytes) -> tuple["np.ndarray", "np.ndarray"]:
     """(positions, float32 vectors n × DIMENSIONS) of stored bytes."""
     import numpy as np

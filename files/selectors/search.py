@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.db.models import Q, QuerySet
 
 from bots.models import Bot
-from files.models import File, Passage, PassageSubtype
+from files.models import HEADING_SUBTYPES, File, Passage, PassageSubtype
 from files.selectors.files import files_live
 from files.selectors.search_lexical import passages_ranked_lexically
 from files.selectors.search_semantic import semantic_ranking_start
@@ -29,7 +29,6 @@ RRF_K = 60
 # Passages each ranker proposes, at least: fusion needs more than the page.
 CANDIDATES_MIN = 50
 
-_HEADINGS = (PassageSubtype.TITLE, PassageSubtype.SUBTITLE)
 # A query with no word finds nothing (no ranking would mean anything).
 _WORD = re.compile(r"\w")
 
@@ -88,10 +87,10 @@ def fused(rankings: Sequence[Sequence[str]], limit: int) -> list[tuple[str, floa
 
 
 def files_search(*, bot: Bot, request: SearchRequest) -> list[Hit]:
-    files = searchable_files(bot=bot, tags=request.tags)
-    candidates = max(request.limit, CANDIDATES_MIN)
     if not _WORD.search(request.query):
         return []
+    files = searchable_files(bot=bot, tags=request.tags)
+    candidates = max(request.limit, CANDIDATES_MIN)
     semantic = semantic_ranking_start(files=files, query=request.query, limit=candidates)
     lexical = passages_ranked_lexically(files=files, query=request.query, limit=candidates)
     rankings = [lexical] if semantic is None else [lexical, semantic.passage_ids()]
@@ -135,7 +134,8 @@ def _headings(matches: Sequence[Passage]) -> dict[str, list[Passage]]:
     for file_id, position in last.items():
         window |= Q(file_id=file_id, position__lt=position)
     found: dict[str, list[Passage]] = defaultdict(list)
-    for heading in Passage.objects.filter(window, subtype__in=_HEADINGS).order_by("position"):
+    headings = Passage.objects.filter(window, subtype__in=HEADING_SUBTYPES)
+    for heading in headings.order_by("position"):
         found[heading.file_id].append(heading)
     return found
 

@@ -85,7 +85,6 @@ class _Statistics:
     def __init__(self) -> None:
         self._shares: dict[str, float] = {}
         self._rare = 0.0
-
         self._read_at = -math.inf
         self._lock = threading.Lock()
 

@@ -11,7 +11,7 @@ import re
 from django.db import connection
 from django.db.models import QuerySet
 
-from files.models import File
+from files.models import HEADING_SUBTYPES, File
 from files.selectors.search_bm25_postgresql import passages_ranked_bm25
 
 # Words a query contributes at most (a 2,000-character query holds fewer).
@@ -32,7 +32,7 @@ _WORD = re.compile(r"\w+")
 # every passage under it (the shorter a passage, the more a word weighs),
 # yet it answers nothing. They come with the passages under them, as their
 # breadcrumb or in a consolidated passage.
-_BODY = "AND p.subtype NOT IN ('title', 'subtitle')"
+_BODY = "AND p.subtype NOT IN ({})".format(", ".join(f"'{s}'" for s in HEADING_SUBTYPES))
 
 
 def _fts5_query(query: str) -> str:

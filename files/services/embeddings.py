@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from bots.models import Bot
 from files.embeddings.model import MODEL_ID, model
-from files.embeddings.vectors import vectors_pack, vectors_unpack
-from files.models import File, FileEmbeddings, FileStatus, Passage, PassageSubtype
+from files.embeddings.vectors import positions_count, vectors_pack, vectors_unpack
+from files.models import HEADING_SUBTYPES, File, FileEmbeddings, FileStatus, Passage
 from files.passage_data import PassageData
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ EMBED_FILE_TASK = "files.tasks.embed_file"
 # Passages a run of the task embeds (about 25 s on 2 cores), so that a file
 # of any size is embedded within the task's time limit, slice after slice.
 SLICE = 2_000
-
-_HEADINGS = frozenset((PassageSubtype.TITLE, PassageSubtype.SUBTITLE))
 
 
 def _grace() -> timedelta:
@@ -64,7 +62,7 @@ def passages_embed(passages: Sequence[PassageData]) -> PassageVectors | None:
     positions: list[int] = []
     texts: list[str] = []
     for index, data in enumerate(passages):
-        if data.subtype not in _HEADINGS:
+        if data.subtype not in HEADING_SUBTYPES:
             positions.append(index if data.position is None else data.position)
             texts.append(data.content)
     return PassageVectors(positions=positions, vectors=embedding_model.embed(texts))
@@ -109,7 +107,7 @@ def file_embed(*, file_id: str) -> bool:
     after = int(stored[0][-1]) if stored is not None and len(stored[0]) else -1
     rows = (
         Passage.objects.filter(file=file, position__gt=after)
-        .exclude(subtype__in=_HEADINGS)
+        .exclude(subtype__in=HEADING_SUBTYPES)
         .order_by("position")
         .values_list("position", "content")[: SLICE + 1]
     )
@@ -124,7 +122,7 @@ def file_embed(*, file_id: str) -> bool:
             or locked.embeddings_due_at is None
             or locked.passages_version != file.passages_version
             # Another run (the task and beat's re-queue) wrote this slice.
-            or _embedded(_stored(locked)) != _embedded(stored)
+            or _embedded_count(locked) != (0 if stored is None else len(stored[0]))
         ):
             return False
         if stored is not None:
@@ -139,16 +137,24 @@ def file_embed(*, file_id: str) -> bool:
     return True
 
 
+def _current(file: File) -> QuerySet[FileEmbeddings]:
+    """`file`'s vectors row, if of its current passages and of this model."""
+    return FileEmbeddings.objects.filter(
+        file=file, passages_version=file.passages_version, model=MODEL_ID
+    )
+
+
 def _stored(file: File) -> "tuple[np.ndarray, np.ndarray] | None":
     """The vectors `file` has of its current passages and of this model."""
-    row = FileEmbeddings.objects.filter(
-        file=file, passages_version=file.passages_version, model=MODEL_ID
-    ).first()
-    return None if row is None else vectors_unpack(bytes(row.positions), bytes(row.vectors))
+    row = _current(file).values_list("positions", "vectors").first()
+    return None if row is None else vectors_unpack(bytes(row[0]), bytes(row[1]))
 
 
-def _embedded(stored: "tuple[np.ndarray, np.ndarray] | None") -> int:
-    return 0 if stored is None else len(stored[0])
+def _embedded_count(file: File) -> int:
+    """How many of `file`'s passages have vectors (their positions read, not
+    their vectors: the check under the file's lock stays small)."""
+    positions = _current(file).values_list("positions", flat=True).first()
+    return 0 if positions is None else positions_count(bytes(positions))
 
 
 def _stacked(first: "np.ndarray", second: "np.ndarray") -> "np.ndarray":
