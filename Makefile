@@ -60,7 +60,7 @@ lint: setup
 
 check: lint test
 
-# The Botpress webchat bundled into platform_site/static/webchat/ (committed:
+# The Botpress webchat bundled into chat/static/webchat/ (committed:
 # the service serves it without Node). Needs Node 20 and npm; the same lock
 # gives byte-identical files, which .ci/webchat-bundle checks.
 webchat:

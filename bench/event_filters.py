@@ -155,7 +155,7 @@ def lists(proj: Project, bot_id: str, runs: int, failures: list[str]) -> dict[st
 
     from bots.models import Bot
     from events.selectors.events import events_list
-    from platform_site.api.pagination import PageRequest
+    from platform_site.foundation.pagination import PageRequest
 
     bot = Bot.objects.get(id=bot_id)
     found: dict[str, list[float]] = {}

@@ -127,7 +127,7 @@ def partitioned_since(proj: Project, days: int) -> None:
     from django.db import connections
 
     from events.services.partitions import day_floor
-    from platform_site.partitioning import partitions_make
+    from platform_site.foundation.sql.partitioning import partitions_make
 
     today = datetime.now(UTC).date()
     connection = connections["default"]

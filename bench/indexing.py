@@ -1,5 +1,5 @@
 """Indexing throughput: a 50 MB plain-text file and a 300-page PDF through
-files.services.indexing.file_index, against floors measured in the same run.
+files.services.file_index.file_index, against floors measured in the same run.
 
     .venv/bin/python bench/indexing.py [--text-mb 50 --pdf-pages 300 --repeats 3]
 
@@ -12,7 +12,7 @@ files.services.indexing.file_index, against floors measured in the same run.
    - PDF: tests/documents.make_pdf, a title on page 1, a subtitle every 4
      pages, paragraphs filling every page.
 3. Each document is uploaded the real way (files.services.files.file_upsert
-   with index=True, then files.services.uploads.file_upload_receive, which
+   with index=True, then files.services.file_uploads.file_upload_receive, which
    stores the bytes and leaves the file indexing_pending), then indexed
    --repeats times: run 1 right after the upload, the others after
    files.services.files.file_reindex. Each timed run is
@@ -108,10 +108,12 @@ class IndexRun:
 
 def index_once(file_id: str, *, reindex: bool) -> IndexRun:
     """file_index of the file (after file_reindex when `reindex`), timed, with its split."""
+    import files.services.file_index as indexing
     from files.models import File, FileStatus, Passage
-    from files.services import indexing, passages, status
+    from files.services import file_status as status
+    from files.services import passages
+    from files.services.file_index import IndexingOutcome, file_index
     from files.services.files import file_reindex
-    from files.services.indexing import IndexingOutcome, file_index
 
     file = File.objects.get(id=file_id)
     if reindex:

@@ -65,8 +65,8 @@ def index_run(file_id: str, *, semantic: bool, failures: list[str]) -> tuple[flo
 
     from files.embeddings.vectors import positions_count
     from files.models import HEADING_SUBTYPES, File, FileEmbeddings, Passage
+    from files.services.file_index import IndexingOutcome, file_index
     from files.services.files import file_reindex
-    from files.services.indexing import IndexingOutcome, file_index
 
     file = file_reindex(file=File.objects.get(id=file_id))
     with override_settings(FILE_SEARCH_SEMANTIC=semantic):

@@ -64,8 +64,8 @@ SCRAPES = 100
 # What a create event records, and its access line formatted, timed alone.
 ISOLATED = """
 import logging, time
-from platform_site import metrics
-from platform_site.log_config import formatter
+from platform_site.observability import metrics
+from platform_site.observability.log_config import formatter
 from structlog.contextvars import bind_contextvars
 
 n = 50000

@@ -8,7 +8,7 @@
    positions 0..N-1; then VACUUM ANALYZE and a CHECKPOINT.
 3. The nextToken of page 10,000 minted in-process by the application's own
    code: files.selectors.passages.passages_list runs with its queryset narrowed to
-   start at page 9,999, so platform_site.api.pagination signs the token of the
+   start at page 9,999, so platform_site.foundation.pagination signs the token of the
    page after it (whatever signer and salt it uses). Checked: page 2 through a
    token minted so equals page 2 through the real token of page 1.
 4. Timed, interleaved, --samples times each: page 1 and page 10,000
@@ -144,7 +144,7 @@ def mint_tokens(file: Any, args: argparse.Namespace) -> Tokens:
     from django.test.utils import CaptureQueriesContext
 
     from files.selectors import passages as selectors
-    from platform_site.api import pagination
+    from platform_site.foundation import pagination
 
     # passages_list looks paginate up in its own module: patched there.
     real_paginate = selectors.paginate
@@ -221,7 +221,7 @@ def time_in_process(file: Any, tokens: Tokens, args: argparse.Namespace) -> Time
     """passages_list + presenter + json.dumps, in this process."""
     from files.presenters import passage_json
     from files.selectors import passages as selectors
-    from platform_site.api import pagination
+    from platform_site.foundation import pagination
 
     def in_process(token: str | None) -> Callable[[], Any]:
         def run() -> bytes:

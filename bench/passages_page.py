@@ -6,7 +6,7 @@ in-process, against the time of its own SQL query alone, in the same run.
 1. A fresh database bench_passages_page, migrated and seeded, a DATA_DIR of
    the run under /tmp. The 50 MB plain-text document of bench/indexing.py
    (same generator, same seed) is uploaded the real way and indexed with
-   files.services.indexing.file_index in-process (about 70,000 passages); then VACUUM
+   files.services.file_index.file_index in-process (about 70,000 passages); then VACUUM
    (ANALYZE) and a CHECKPOINT.
 2. Every page is walked in-process with files.selectors.passages.passages_page (the
    page as JSON the database encodes) and the real nextTokens (checked:
@@ -137,7 +137,7 @@ class Bench:
     def index(self, data: bytes) -> None:
         """The text indexed in-process, then VACUUM (ANALYZE)."""
         from files.models import File
-        from files.services.indexing import IndexingOutcome, file_index
+        from files.services.file_index import IndexingOutcome, file_index
 
         file = upload(
             bot=self.bot, key="bench/corpus.txt", data=data, content_type=TEXT_CONTENT_TYPE
@@ -166,7 +166,7 @@ class Bench:
         """Every page with the real nextTokens, each against the ORM path's."""
         from files.presenters import passage_json
         from files.selectors.passages import passages_list, passages_page
-        from platform_site.api.pagination import PageRequest
+        from platform_site.foundation.pagination import PageRequest
 
         tokens: list[str | None] = [None]
         seen_ids: set[str] = set()
@@ -208,7 +208,7 @@ class Bench:
         """Page 1 and the deep page through WSGI against the presenter's."""
         from files.presenters import passage_json
         from files.selectors.passages import passages_list
-        from platform_site.api.pagination import PageRequest
+        from platform_site.foundation.pagination import PageRequest
 
         bodies = [json.loads(self.wsgi(token)()) for token in self.tokens()]
         for body, token, label in zip(bodies, self.tokens(), WHICH, strict=True):
@@ -248,7 +248,7 @@ def capture_statements(bench: Bench) -> Statements:
     from django.db import connection
 
     from files.selectors.passages import passages_list
-    from platform_site.api.pagination import PageRequest
+    from platform_site.foundation.pagination import PageRequest
 
     bench.wsgi(None)()  # warm: the credential's last_used write is at most once a minute
     request = tuple(load.django_statements(bench.wsgi(token)) for token in bench.tokens())
@@ -349,7 +349,7 @@ def view_steps(bench: Bench) -> dict[str, list[float]]:
     from files.selectors.files import file_get
     from files.selectors.passages import passages_list, passages_page
     from files.views import EncodedJSONResponse
-    from platform_site.api.pagination import PageRequest
+    from platform_site.foundation.pagination import PageRequest
 
     report.log("in-process steps and cProfile")
     request = PageRequest(size=LIMIT, token=None)

@@ -8,7 +8,7 @@ Servers (each on the same fresh database bench_web_tier, Redis database 14 as
 broker and live-stream bus):
 - serve: platform_site/Procfile's `web:` line, exactly as `make run` starts it
   (python -m platform_site.serve: uvicorn, one process per core with Redis,
-  views on platform_site.wsgi_bridge's threads, access log on);
+  views on platform_site.server.wsgi_bridge's threads, access log on);
   `serve:WEB_THREADS=4+WEB_ACCESS_LOG=0` the same with those settings;
 - django-asgi: uvicorn with the same processes and protocol, serving Django's
   own ASGI handler (what `make run` served before), no access log;

@@ -8,11 +8,7 @@ class BotsConfig(AppConfig):
     verbose_name = "Tenancy and bots"
 
     def ready(self) -> None:
-        from bots import schema  # noqa: F401 - registers the OpenAPI auth extension
-        from bots.credential_invalidation import account_deleted, account_saved
-        from platform_site.admin_site import admin_site_configure
-
-        admin_site_configure()
+        from platform_site.foundation.credential_invalidation import account_deleted, account_saved
 
         post_save.connect(account_saved, sender=settings.AUTH_USER_MODEL)
         post_delete.connect(account_deleted, sender=settings.AUTH_USER_MODEL)

@@ -4,7 +4,7 @@ import logging
 
 from celery import shared_task
 
-from bots.idempotency import idempotency_keys_purge_expired
+from bots.services.idempotency_keys import idempotency_keys_purge_expired
 
 logger = logging.getLogger(__name__)
 

@@ -1,15 +1,15 @@
 """What a chat request's URL and key stand for: the chat connection its
 webhook id names, and the user of the connection's bot its key names. Both
-are kept a short while per process (bots/credential_cache.py) as plain
+are kept a short while per process (platform_site/foundation/credential_cache.py) as plain
 values, from which each request builds its own instances."""
 
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS
 
-from bots.credential_cache import CredentialCache
 from bots.models import User
 from chat.models import ChatConnection
+from platform_site.foundation.credential_cache import CredentialCache
 
 _CONNECTION_FIELDS = tuple(field.attname for field in ChatConnection._meta.concrete_fields)
 # Who the user is, not their profile: views that show it read it (chat_user_profile).

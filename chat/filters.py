@@ -1,13 +1,13 @@
 """The query parameters of the runtime API's chat lists (tags aside: see
-platform_site.api.tags), which the selectors narrow their lists by."""
+platform_site.foundation.tags), which the selectors narrow their lists by."""
 
 import django_filters
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import QueryDict
 
 from bots.models import Message, Participant, User
-from platform_site.api.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
-from platform_site.domain_errors import InvalidFilter
+from platform_site.foundation.domain_errors import InvalidFilter
+from platform_site.foundation.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
 
 PARTICIPANT_IDS_MAX = 20
 

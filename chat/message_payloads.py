@@ -8,7 +8,7 @@ from rest_framework import serializers
 from platform_site.api.exception_handler import describe_validation_error
 from platform_site.api.fields import StrictCharField, StrictChoiceField, StrictNumberField
 from platform_site.api.serializers import ClosedSerializer
-from platform_site.domain_errors import InvalidValue
+from platform_site.foundation.domain_errors import InvalidValue
 
 
 def text(**kwargs: Any) -> StrictCharField:

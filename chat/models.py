@@ -4,8 +4,8 @@ import uuid
 from django.db import models
 
 from bots.models import Bot, Conversation, Message, User, Workflow
-from platform_site.api.ids import PrefixedIdField
-from platform_site.secret_fields import EncryptedCharField
+from platform_site.foundation.ids import PrefixedIdField
+from platform_site.foundation.secret_fields import EncryptedCharField
 
 # A state's payload, as compact JSON, at most (413 beyond).
 STATE_PAYLOAD_MAX_BYTES = 128 * 1024

@@ -17,7 +17,7 @@ class ChatPrincipal:
 
     @property
     def idempotency_scope(self) -> str:
-        """Whose Idempotency-Keys these are (bots/idempotency.py): the user's,
+        """Whose Idempotency-Keys these are (platform_site/api/idempotency.py): the user's,
         as SignedKeyHolder's for the same key."""
         return f"chat:{self.connection.webhook_id}:{self.user.chat_id}"
 
@@ -47,10 +47,10 @@ class ChatAdmin:
 
 
 def chat_connection(request: Request) -> ChatConnection:
-    """The connection the URL names (ChatViewSet finds it before anything else)."""
+    """The connection the URL names (ChatInterfaceViewSet finds it before anything else)."""
     connection = getattr(request, "chat_connection", None)
     if not isinstance(connection, ChatConnection):
-        raise TypeError("the view is not a ChatViewSet")
+        raise TypeError("the view is not a ChatInterfaceViewSet")
     return connection
 
 

@@ -74,7 +74,7 @@ CHAT_ID_SCHEMA = {
 }
 WEBHOOK_ID_SCHEMA = {"type": "string", "pattern": r"^[^/\x00]{1,64}$"}
 # The chat interface's path variables that are not ids of the kind their name
-# says (ChatViewSet.path_parameters); message and event ids are runtime ids.
+# says (ChatInterfaceViewSet.path_parameters); message and event ids are runtime ids.
 CHAT_PATH_PARAMETERS = [
     OpenApiParameter(
         "webhook_id",
@@ -199,7 +199,7 @@ def _live_event_schema() -> dict[str, Any]:
 
 def add_live_stream(result: dict[str, Any], generator: Any, **kwargs: Any) -> dict[str, Any]:
     """GET {chat}/{webhookId}/conversations/{id}/listen: an async Django view
-    (chat.live.views), not a DRF one, so drf-spectacular does not see it
+    (chat.live.views.listen), not a DRF one, so drf-spectacular does not see it
     (a POSTPROCESSING_HOOKS entry)."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas["LiveEvent"] = _live_event_schema()
@@ -266,7 +266,7 @@ def add_live_stream(result: dict[str, Any], generator: Any, **kwargs: Any) -> di
 
 def _initialize_path(parameters: list[dict[str, Any]], error_body: dict[str, Any]) -> Any:
     """GET {chat}/{webhookId}/initialize: the official webchat's start
-    (chat.live.initialize), an async Django view like the live stream."""
+    (chat.live.views.initialize), an async Django view like the live stream."""
     conversation = {
         "in": "query",
         "name": "conversationId",

@@ -3,11 +3,11 @@ from typing import Any
 
 from rest_framework.request import Request
 
-from bots.rate_limits import bot_rate_limits
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.models import ChatConnection
 from chat.principals import ChatPrincipal, SignedKeyHolder
 from platform_site.api.rate_limit import Policy
+from platform_site.api.rate_limit_policies import bot_rate_limits
 from platform_site.api.throttling import RateLimitThrottle, client_address
 
 # The window of the per-bot ceiling on chat users made.
@@ -60,7 +60,7 @@ class ChatRateLimit(RateLimitThrottle):
 
     def policies(self, request: Request, view: Any) -> Sequence[Policy]:
         connection = getattr(request, "chat_connection", None)
-        if not isinstance(connection, ChatConnection) or not isinstance(view, ChatViewSet):
+        if not isinstance(connection, ChatConnection) or not isinstance(view, ChatInterfaceViewSet):
             return ()
         principal = request.auth
         chat_user_id = None

@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from chat.webchat_page import webchat_page
+from chat.interface.views.webchat_page import webchat_page
 
 urlpatterns = [
     # The end users' page: the official webchat, bundled (webchat/).

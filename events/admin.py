@@ -5,7 +5,7 @@ from django.http import HttpRequest
 from bots.admin import ReadOnlyAdminMixin, WorkspaceScoped
 from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.events import event_cancel, events_retry
-from platform_site.domain_errors import InvalidValue
+from platform_site.foundation.domain_errors import InvalidValue
 
 ATTEMPT_FIELDS = (
     "number",

@@ -1,7 +1,7 @@
 import django_filters
 
 from events.models import Event, EventStatus
-from platform_site.api.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
+from platform_site.foundation.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
 
 
 # No stripping of whitespace: the value is held to its length as sent, as

@@ -13,7 +13,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from events.models import Event
-from platform_site.metrics import NAMESPACE
+from platform_site.observability.metrics import NAMESPACE
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from bots.models import (
     User,
     Workflow,
 )
-from platform_site.api.ids import PrefixedIdField
+from platform_site.foundation.ids import PrefixedIdField
 
 FAILURE_REASON_MAX_LENGTH = 2000
 RESPONSE_EXCERPT_MAX_LENGTH = 1000

@@ -5,9 +5,9 @@ from platform_site.api.fields import (
     StrictIntegerField,
     TimestampField,
 )
-from platform_site.api.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
 from platform_site.api.schema import id_pattern
 from platform_site.api.serializers import ClosedSerializer
+from platform_site.foundation.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
 
 
 def reference_field(prefix: str) -> ReferenceField:

@@ -9,14 +9,15 @@ from celery import shared_task
 from django.utils import timezone
 
 from events.engine.process import wake_engine
-from events.rollups.services import event_rollups_update
+from events.engine.wakeups import WAKE_DELIVERIES_TASK
 from events.services.partitions import event_partitions_make
 from events.services.retention import events_purge_expired
+from events.services.rollups import event_rollups_update
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="events.tasks.wake_deliveries", ignore_result=True)
+@shared_task(name=WAKE_DELIVERIES_TASK, ignore_result=True)
 def wake_deliveries() -> None:
     """An event fell due: the engine of the process that runs this claims now."""
     wake_engine()

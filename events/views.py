@@ -3,16 +3,14 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.authentication import BotTokenAuthentication
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadRuntime, CanWriteEvents
-from bots.principals import bot_principal
 from events.models import EventStatus
 from events.presenters import event_json
 from events.selectors.events import event_get, events_list
 from events.serializers import EventCreateSerializer
 from events.services.events import event_cancel, event_create
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadRuntime, CanWriteEvents
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
     ERRORS,
     NEXT_TOKEN,
@@ -21,7 +19,9 @@ from platform_site.api.schema import (
     id_pattern,
     query_id_filter,
 )
+from platform_site.api.token_authentication import BotTokenAuthentication
 from platform_site.api.views import ApiViewSet
+from platform_site.foundation.pagination import page_request
 
 
 class EventViewSet(ApiViewSet):

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 from bots.admin import ReadOnlyAdminMixin, WorkspaceScoped
 from files.models import File, Passage
 from files.services.files import file_delete, file_reindex
-from platform_site.domain_errors import InvalidValue
+from platform_site.foundation.domain_errors import InvalidValue
 
 _FIELDS = (
     "id",

@@ -1,7 +1,7 @@
 from django.db import models
 
 from bots.models import Bot
-from platform_site.api.ids import PrefixedIdField
+from platform_site.foundation.ids import PrefixedIdField
 
 FILE_KEY_MAX_LENGTH = 500
 

@@ -177,7 +177,7 @@ SEARCH_CONTEXT_DEPTH_MAX = 10
 
 class FileSearchQuery(serializers.Serializer):
     """GET /v1/files/search's parameters (its tags are read apart:
-    platform_site.api.tags.tag_conditions)."""
+    platform_site.foundation.tags.tag_conditions)."""
 
     query = serializers.CharField(max_length=SEARCH_QUERY_MAX_LENGTH, trim_whitespace=True)
     contextDepth = serializers.IntegerField(

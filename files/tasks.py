@@ -8,9 +8,9 @@ from django.conf import settings
 from kombu.exceptions import OperationalError
 
 from files.services.embeddings import EMBED_FILE_TASK, file_embed, files_requeue_embeddings
+from files.services.file_index import file_index, files_requeue_stalled
+from files.services.file_status import INDEX_FILE_TASK
 from files.services.files import files_delete_expired
-from files.services.indexing import file_index, files_requeue_stalled
-from files.services.status import INDEX_FILE_TASK
 
 logger = logging.getLogger(__name__)
 

@@ -3,9 +3,9 @@ from typing import Any
 
 from rest_framework.request import Request
 
-from bots.rate_limits import bot_rate_limits, workspace_policy
 from files.models import File
 from platform_site.api.rate_limit import Policy
+from platform_site.api.rate_limit_policies import bot_rate_limits, workspace_policy
 from platform_site.api.throttling import RateLimitThrottle
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 from django.conf import settings
 
-from files.services.uploads import file_upload_admit
+from files.services.file_uploads import file_upload_admit
 from files.signed_urls import upload_grant
 from platform_site.api.database import database_release
 from platform_site.api.errors import APIError
 from platform_site.api.exception_handler import domain_error
-from platform_site.domain_errors import DomainError
+from platform_site.foundation.domain_errors import DomainError
 
 
 def is_upload(scope: dict[str, Any]) -> bool:

@@ -9,9 +9,6 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.authentication import BotTokenAuthentication
-from bots.permissions import CanReadRuntime, CanWriteFiles
-from bots.principals import bot_principal
 from files.models import FILE_KEY_MAX_LENGTH
 from files.passage_data import PassageData
 from files.presenters import file_json, passages_page_body, search_hit_json
@@ -30,22 +27,25 @@ from files.serializers import (
     FileUpsertSerializer,
     PassagesSetSerializer,
 )
+from files.services.file_uploads import file_upload_receive
 from files.services.files import (
     file_delete,
     file_metadata_update,
     file_passages_set,
     file_upsert,
 )
-from files.services.uploads import file_upload_receive
 from files.signed_urls import DownloadGrant, UploadGrant, download_grant, upload_grant
 from files.streaming import content_chunks
 from files.throttles import SignedUrlRateLimit
 from platform_site.api.database import database_release
-from platform_site.api.pagination import page_request
+from platform_site.api.permissions import CanReadRuntime, CanWriteFiles
+from platform_site.api.principals import bot_principal
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
-from platform_site.api.tags import tag_conditions, tag_filters
+from platform_site.api.token_authentication import BotTokenAuthentication
 from platform_site.api.views import ApiViewSet
+from platform_site.foundation.pagination import page_request
+from platform_site.foundation.tags import tag_conditions, tag_filters
 
 FILE_ID_OR_KEY = OpenApiParameter(
     "file_id",

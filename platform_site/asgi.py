@@ -4,7 +4,7 @@ webchat's GET /chat/{clientId}/initialize), whose async views
 hold thousands of idle listeners in one process. `make run` and the
 production recipe serve it with uvicorn (platform_site/serve.py), one process
 per core. Requests with a body small enough to hold go through Django's WSGI
-handler on a few threads (platform_site/wsgi_bridge.py); the stream,
+handler on a few threads (platform_site/server/wsgi_bridge.py); the stream,
 downloads, file uploads and big bodies through Django's ASGI handler, which
 streams answers and spools bodies."""
 
@@ -23,7 +23,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.core.wsgi import get_wsgi_application
 
 from platform_site.api.body_limits import BODY_REFUSAL, body_overrun, body_refusal
-from platform_site.wsgi_bridge import Receive, Scope, Send, WsgiBridge, header
+from platform_site.server.wsgi_bridge import Receive, Scope, Send, WsgiBridge, header
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "platform_site.settings")
 django_application = get_asgi_application()

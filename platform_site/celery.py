@@ -27,7 +27,7 @@ app.autodiscover_tasks()
 def _start_worker_process(**kwargs: object) -> None:
     # Sent in every prefork child, and once by a solo worker.
     from events.engine.process import start_engine
-    from platform_site.worker_connections import persistent_connections
+    from platform_site.server.worker_connections import persistent_connections
 
     persistent_connections(**kwargs)
     start_engine()
@@ -40,7 +40,7 @@ def _stop_worker_process(**kwargs: object) -> None:
 
     stop_engine()
     # A prefork child ends with os._exit, past logging's own flush at exit:
-    # the lines its handlers hold back (platform_site/log_handler.py) go now.
+    # the lines its handlers hold back (platform_site/observability/log_handler.py) go now.
     for handler in logging.getLogger().handlers:
         handler.flush()
 
@@ -52,7 +52,7 @@ def _logging_as_configured(**kwargs: object) -> None:
     # LOGGING's one formatter, at LOG_LEVEL.
     from django.conf import settings
 
-    from platform_site.log_config import configure
+    from platform_site.observability.log_config import configure
 
     configure(settings.LOGGING)
 
@@ -112,7 +112,7 @@ def _serve_host_metrics(**kwargs: object) -> None:
     children are forked, so that they do not hold its socket."""
     from django.conf import settings
 
-    from platform_site.metrics_files import host_metrics_serve
+    from platform_site.observability.metrics_files import host_metrics_serve
 
     if settings.METRICS_ENABLED and settings.WORKER_METRICS_PORT:
         host_metrics_serve(port=settings.WORKER_METRICS_PORT, host=settings.WORKER_METRICS_HOST)

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--workers must be at least 1")
     # Each process checks it against the live stream's bus (settings).
     os.environ["WEB_CONCURRENCY"] = str(workers)
-    # The access log is ours (platform_site/request_observation.py): its line
+    # The access log is ours (platform_site/observability/request_observation.py): its line
     # carries the request id, and is JSON when the other lines are.
     os.environ["WEB_ACCESS_LOG"] = "1" if args.access_log else "0"
     # And /metrics knows whether a forwarded request's client was taken.
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> None:
         "host": args.host,
         "port": args.port,
         # Malformed requests answered with the one error body.
-        "http": "platform_site.http_protocol:HttpToolsProtocol",
+        "http": "platform_site.server.http_protocol:HttpToolsProtocol",
         "lifespan": "off",
         # Forwarded headers are anybody's to forge: read only from the
         # proxies named (README, Audit records).
@@ -158,7 +158,7 @@ def _configure_logging() -> None:
     loaded: what uvicorn says first is formatted like the rest."""
     from django.conf import settings
 
-    from platform_site.log_config import configure
+    from platform_site.observability.log_config import configure
 
     configure(settings.LOGGING)
 

@@ -48,7 +48,7 @@ def _persistent_secret(name: str, generate: Callable[[], str]) -> str:
 SECRET_KEY = env.str("SECRET_KEY", default="") or _persistent_secret(
     "secret_key", lambda: secrets.token_urlsafe(50)
 )
-# Fernet keys of the secrets stored encrypted (platform_site/secret_fields.py):
+# Fernet keys of the secrets stored encrypted (platform_site/foundation/secret_fields.py):
 # the first encrypts, every one decrypts. Losing them loses those secrets.
 SECRET_ENCRYPTION_KEYS: list[str] = env.list("SECRET_ENCRYPTION_KEYS", default=[]) or [
     _persistent_secret("secret_encryption_key", lambda: Fernet.generate_key().decode())
@@ -79,14 +79,14 @@ INSTALLED_APPS = [
     "files",
     "chat",
     "adminapi",
-    # For its management commands: the demo (seed_demo, demo_banner).
-    "platform_site",
+    "platform_site.backoffice",
+    "platform_site.demo",
 ]
 
 MIDDLEWARE = [
     # Outermost: every answer gets its request id, its metrics and its access
     # log line, whatever answered it.
-    "platform_site.request_observation.RequestObservationMiddleware",
+    "platform_site.observability.request_observation.RequestObservationMiddleware",
     # First, so that every answer on a chat route carries CORS headers, even a
     # 413 from the next one: a browser can then read the error.
     "corsheaders.middleware.CorsMiddleware",
@@ -191,7 +191,7 @@ else:
         }
     )
 # Celery's prefork worker processes keep one persistent connection each
-# instead (platform_site/worker_connections.py), for this many seconds.
+# instead (platform_site/server/worker_connections.py), for this many seconds.
 DATABASE_WORKER_CONN_MAX_AGE = env.int("DATABASE_WORKER_CONN_MAX_AGE", default=600)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -276,7 +276,7 @@ RUNTIME_BODY_LIMIT = 1024 * 1024
 ADMIN_BODY_LIMIT = 50 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = ADMIN_BODY_LIMIT
 
-# What the web server (platform_site/http_protocol.py) takes from a client
+# What the web server (platform_site/server/http_protocol.py) takes from a client
 # before a view sees the request, so that the service is safe without a proxy
 # in front. A request's head (request line and headers, in bytes as sent):
 # at most HTTP_MAX_HEADER_BYTES (431 above), HTTP_MAX_HEADERS header lines
@@ -454,7 +454,7 @@ if EVENT_PARTITION_DAYS < 1 or EVENT_PARTITIONS_AHEAD_DAYS < 1:
 # After a rotation, the old secret signs deliveries beside the new one this long.
 WEBHOOK_SECRET_OVERLAP_SECONDS = env.float("WEBHOOK_SECRET_OVERLAP_SECONDS", default=24 * 3600.0)
 
-# Idempotency-Key (bots/idempotency.py): a POST's first 2xx answer is replayed
+# Idempotency-Key (platform_site/api/idempotency.py): a POST's first 2xx answer is replayed
 # to retries with the same key for this many hours.
 IDEMPOTENCY_KEY_TTL_HOURS = env.float("IDEMPOTENCY_KEY_TTL_HOURS", default=24.0)
 # Expired keys are deleted this often (seconds), this many per statement.
@@ -474,44 +474,6 @@ if CHAT_ANONYMOUS_USER_MAX_AGE_DAYS <= 0:
 
     raise ImproperlyConfigured("CHAT_ANONYMOUS_USER_MAX_AGE_DAYS must be more than 0")
 
-# The beat schedule lives here and nowhere else.
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    "requeue-stalled-indexing": {
-        "task": "files.tasks.requeue_stalled_indexing",
-        "schedule": FILE_HOUSEKEEPING_INTERVAL,
-        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
-    },
-    "embed-due-files": {
-        "task": "files.tasks.embed_due_files",
-        "schedule": FILE_HOUSEKEEPING_INTERVAL,
-        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
-    },
-    "delete-expired-files": {
-        "task": "files.tasks.delete_expired_files",
-        "schedule": FILE_HOUSEKEEPING_INTERVAL,
-        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
-    },
-    "purge-expired-events": {
-        "task": "events.tasks.purge_expired_events",
-        "schedule": EVENT_RETENTION_INTERVAL,
-        "options": {"expires": EVENT_RETENTION_INTERVAL},
-    },
-    "make-event-partitions": {
-        "task": "events.tasks.make_event_partitions",
-        "schedule": EVENT_PARTITIONS_INTERVAL,
-        "options": {"expires": EVENT_PARTITIONS_INTERVAL},
-    },
-    "purge-expired-idempotency-keys": {
-        "task": "bots.tasks.purge_expired_idempotency_keys",
-        "schedule": IDEMPOTENCY_PURGE_INTERVAL,
-        "options": {"expires": IDEMPOTENCY_PURGE_INTERVAL},
-    },
-    "purge-stale-chat-users": {
-        "task": "chat.tasks.purge_stale_chat_users",
-        "schedule": CHAT_ANONYMOUS_USER_PURGE_INTERVAL,
-        "options": {"expires": CHAT_ANONYMOUS_USER_PURGE_INTERVAL},
-    },
-}
 
 # --- Live stream ------------------------------------------------------------
 # GET {chat_url}/{webhookId}/conversations/{id}/listen (chat/live/). Changes
@@ -552,7 +514,10 @@ if env.int("WEB_CONCURRENCY", default=1) > 1 and not LIVE_STREAM_REDIS_URL:
 # policies; a view they do not apply to (health probes) is not limited. Not
 # DRF's DEFAULT_THROTTLE_CLASSES, which DRF imports with its views, before the
 # apps these live in are ready.
-API_THROTTLE_CLASSES = ["bots.throttles.TokenRateLimit", "chat.throttles.ChatRateLimit"]
+API_THROTTLE_CLASSES = [
+    "platform_site.api.token_throttle.TokenRateLimit",
+    "chat.throttles.ChatRateLimit",
+]
 # Rate limits (platform_site/api/rate_limit.py): per workspace and per token on
 # the runtime and admin API, per chat user and per client address on the chat
 # interface; the workspace's limits are its settings, in the Django admin.
@@ -586,14 +551,14 @@ CHAT_USER_CREATION_RATE_LIMIT_PER_HOUR = env.int(
 )
 
 # What a bearer token, a chat webhook id or a user key stands for is cached in
-# each process (bots/credential_cache.py) for at most this many seconds, and
+# each process (platform_site/foundation/credential_cache.py) for at most this many seconds, and
 # for at most 1 s unless the process has been subscribed to invalidations on
 # LIVE_STREAM_REDIS_URL since the answer was read (then a revocation reaches it
 # at once). 0 turns the cache off: every request reads the database.
 CREDENTIALS_CACHE_SECONDS = env.float("CREDENTIALS_CACHE_SECONDS", default=60.0)
 
 # --- Metrics and logs -------------------------------------------------------
-# Prometheus metrics (platform_site/metrics.py), counted in every process and
+# Prometheus metrics (platform_site/observability/metrics.py), counted in every process and
 # summed over all of them at GET /metrics: each process writes its own files
 # in this folder, which all the service's processes on a host must share
 # (and which should be emptied when the whole service starts: `make run`
@@ -636,7 +601,7 @@ if METRICS_BACKLOG_COUNT_LIMIT < 1:
 WORKER_METRICS_PORT = env.int("WORKER_METRICS_PORT", default=0)
 WORKER_METRICS_HOST = env.str("WORKER_METRICS_HOST", default="127.0.0.1")
 
-# Log lines (platform_site/log_config.py): readable text by default, one JSON
+# Log lines (platform_site/observability/log_config.py): readable text by default, one JSON
 # object per line with LOG_FORMAT=json. Either way each line carries what it
 # is about: the request id, an error's id, an event, its bot and attempt.
 LOG_FORMAT = env.str("LOG_FORMAT", default="text")
@@ -649,23 +614,23 @@ if LOG_FORMAT not in ("text", "json"):
 WEB_ACCESS_LOG = env.bool("WEB_ACCESS_LOG", default=True)
 
 # Lines below WARNING are written in batches, at most this many seconds
-# after they are made (platform_site/log_handler.py); 0 writes each at once.
+# after they are made (platform_site/observability/log_handler.py); 0 writes each at once.
 LOG_FLUSH_SECONDS = env.float("LOG_FLUSH_SECONDS", default=0.05)
 
-LOGGING_CONFIG = "platform_site.log_config.configure"
+LOGGING_CONFIG = "platform_site.observability.log_config.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "structured": {
-            "()": "platform_site.log_config.formatter",
+            "()": "platform_site.observability.log_config.formatter",
             "json": LOG_FORMAT == "json",
         }
     },
-    "filters": {"expired_wakeups": {"()": "platform_site.log_config.ExpiredWakeups"}},
+    "filters": {"expired_wakeups": {"()": "platform_site.observability.log_config.ExpiredWakeups"}},
     "handlers": {
         "console": {
-            "class": "platform_site.log_handler.BatchedStreamHandler",
+            "class": "platform_site.observability.log_handler.BatchedStreamHandler",
             "formatter": "structured",
             "flush_seconds": LOG_FLUSH_SECONDS,
         }
@@ -691,14 +656,14 @@ LOGGING = {
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
         # Expired wake-ups left in the broker while no worker ran: not a
-        # line each when a worker starts (platform_site/log_config.py).
+        # line each when a worker starts (platform_site/observability/log_config.py).
         "celery.worker.request": {"filters": ["expired_wakeups"]},
     },
 }
 # --- end of Metrics and logs -------------------------------------------------
 
 # --- Dashboard ---
-# The Django admin's home page is a dashboard (platform_site/dashboard/), under the
+# The Django admin's home page is a dashboard (platform_site/backoffice/dashboard/), under the
 # platform's name rather than Django's.
 PLATFORM_NAME = env.str("PLATFORM_NAME", default="Bot platform")
 # It reads per-minute rollups (events/rollups/), which beat recomputes this
@@ -715,9 +680,52 @@ if DASHBOARD_ROLLUP_KEEP_HOURS < 24:
     raise ImproperlyConfigured(
         "DASHBOARD_ROLLUP_KEEP_HOURS must be at least 24: the dashboard shows a day"
     )
-CELERY_BEAT_SCHEDULE["roll-up-dashboard"] = {
-    "task": "events.tasks.roll_up_dashboard",
-    "schedule": DASHBOARD_ROLLUP_INTERVAL,
-    "options": {"expires": DASHBOARD_ROLLUP_INTERVAL},
-}
 # --- end of Dashboard ---
+
+# --- Beat schedule ---
+# Every periodic job, here and nowhere else: a task of an app's tasks.py
+# (README: Layout), run this often (seconds), each run expiring when the next
+# is due so that a stopped worker does not find a pile of them.
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "requeue-stalled-indexing": {
+        "task": "files.tasks.requeue_stalled_indexing",
+        "schedule": FILE_HOUSEKEEPING_INTERVAL,
+        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
+    },
+    "embed-due-files": {
+        "task": "files.tasks.embed_due_files",
+        "schedule": FILE_HOUSEKEEPING_INTERVAL,
+        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
+    },
+    "delete-expired-files": {
+        "task": "files.tasks.delete_expired_files",
+        "schedule": FILE_HOUSEKEEPING_INTERVAL,
+        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
+    },
+    "purge-expired-events": {
+        "task": "events.tasks.purge_expired_events",
+        "schedule": EVENT_RETENTION_INTERVAL,
+        "options": {"expires": EVENT_RETENTION_INTERVAL},
+    },
+    "make-event-partitions": {
+        "task": "events.tasks.make_event_partitions",
+        "schedule": EVENT_PARTITIONS_INTERVAL,
+        "options": {"expires": EVENT_PARTITIONS_INTERVAL},
+    },
+    "purge-expired-idempotency-keys": {
+        "task": "bots.tasks.purge_expired_idempotency_keys",
+        "schedule": IDEMPOTENCY_PURGE_INTERVAL,
+        "options": {"expires": IDEMPOTENCY_PURGE_INTERVAL},
+    },
+    "purge-stale-chat-users": {
+        "task": "chat.tasks.purge_stale_chat_users",
+        "schedule": CHAT_ANONYMOUS_USER_PURGE_INTERVAL,
+        "options": {"expires": CHAT_ANONYMOUS_USER_PURGE_INTERVAL},
+    },
+    "roll-up-dashboard": {
+        "task": "events.tasks.roll_up_dashboard",
+        "schedule": DASHBOARD_ROLLUP_INTERVAL,
+        "options": {"expires": DASHBOARD_ROLLUP_INTERVAL},
+    },
+}
+# --- end of Beat schedule ---

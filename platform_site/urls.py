@@ -3,9 +3,9 @@ from django.urls import include, path
 from drf_spectacular.renderers import OpenApiJsonRenderer
 from drf_spectacular.views import SpectacularAPIView
 
-from platform_site.docs import DocsView
-from platform_site.health import HealthViewSet
-from platform_site.metrics_endpoint import metrics_view
+from platform_site.api.docs import DocsView
+from platform_site.api.health import HealthViewSet
+from platform_site.api.metrics_endpoint import metrics_view
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from bots.credential_cache import credential_caches_clear
 from bots.models import Bot, Role, Workspace
 from platform_site.api.rate_limit import MemoryLimiter, limiter
-from platform_site.log_handler import BatchedStreamHandler
+from platform_site.foundation.credential_cache import credential_caches_clear
+from platform_site.observability.log_handler import BatchedStreamHandler
 from tests.factories import BotFactory, WorkspaceFactory, member_token
 from tests.receiver import Receiver, running_receiver
 

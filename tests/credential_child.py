@@ -22,10 +22,10 @@ django.setup()
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from bots.credential_invalidation import listening_since  # noqa: E402
-from bots.credentials import credentials_for_bot, credentials_for_workspace  # noqa: E402
 from bots.token_checks import InvalidToken  # noqa: E402
 from chat.credentials import chat_connection_for_webhook, chat_user_for_key  # noqa: E402
+from platform_site.api.credentials import credentials_for_bot, credentials_for_workspace  # noqa: E402
+from platform_site.foundation.credential_invalidation import listening_since  # noqa: E402
 
 
 def lookup(request: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from chat.keys import user_key_issue
 from chat.models import ChatConnection, ScheduledMessage, State, StateType
 from events.models import WAITING_STATUSES, AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from files.models import File, FileStatus, Passage
-from platform_site.api.ids import new_id_at
+from platform_site.foundation.ids import new_id_at
 
 
 class AccountFactory(factory.django.DjangoModelFactory[Any]):

@@ -68,7 +68,7 @@ class Server:
             str(UVICORN),
             "platform_site.asgi:application",
             "--http",
-            "platform_site.http_protocol:HttpToolsProtocol",
+            "platform_site.server.http_protocol:HttpToolsProtocol",
             "--host",
             "127.0.0.1",
             "--port",

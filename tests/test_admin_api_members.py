@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from bots.models import AuditAction, AuditRecord, Membership, Role
-from platform_site.api.ids import is_id
+from platform_site.foundation.ids import is_id
 from tests.conftest import admin_api, assert_error
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory, token_for
 

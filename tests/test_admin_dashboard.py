@@ -18,12 +18,12 @@ from bots.models import Role
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
 from events.rollups.lateness import LATENESS_FIELDS, lateness_label, lateness_percentile
 from events.rollups.models import BotFailureMinute, EventMinute
-from events.rollups.services import event_rollups_update, minute_floor, recomputed_overlap
+from events.services.rollups import event_rollups_update, minute_floor, recomputed_overlap
 from events.tasks import roll_up_dashboard
 from files.models import FileStatus
-from platform_site.api.ids import new_id_at
-from platform_site.dashboard import figures as dashboard_figures_module
-from platform_site.dashboard.charts import Bar, Series, bar_chart, line_chart
+from platform_site.backoffice.dashboard import figures as dashboard_figures_module
+from platform_site.backoffice.dashboard.charts import Bar, Series, bar_chart, line_chart
+from platform_site.foundation.ids import new_id_at
 from tests.factories import (
     AccountFactory,
     BotFactory,

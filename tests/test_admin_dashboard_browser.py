@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from bots.models import Bot
 from events.models import AttemptOutcome, DeliveryAttempt, Event, EventStatus
-from events.rollups.services import event_rollups_update, minute_floor
+from events.services.rollups import event_rollups_update, minute_floor
 from files.models import FileStatus
-from platform_site.api.ids import new_id_at
+from platform_site.foundation.ids import new_id_at
 from tests.browser import Browser, browser, chromium  # noqa: F401
 from tests.factories import AccountFactory, BotFactory, FileFactory, WorkspaceFactory
 from tests.test_admin_browser import log_in

@@ -24,7 +24,7 @@ from bots.models import (
     Workspace,
     WorkspaceSettings,
 )
-from bots.services.audit import audit
+from bots.services.audit_records import audit_record_add
 from bots.services.tokens import access_token_create
 from bots.token_checks import hash_token
 from events.models import Event
@@ -711,7 +711,7 @@ def test_audit_records_filter_and_search(client, administrator, workspace):
     other_actor = MembershipFactory(workspace=workspace, role=Role.OWNER).account
     member = MembershipFactory(workspace=workspace, role=Role.VIEWER)
     client.post(reverse("admin:bots_membership_change", args=[member.pk]), {"role": Role.DEVELOPER})
-    audit(
+    audit_record_add(
         Actor(account=other_actor),
         action=AuditAction.BOT_UPDATED,
         target_type="bot",

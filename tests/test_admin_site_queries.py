@@ -11,7 +11,7 @@ from django.utils import timezone
 from bots.actors import Actor
 from bots.admin import WorkspaceScoped
 from bots.models import AuditAction, Role, WorkspaceSettings
-from bots.services.audit import audit
+from bots.services.audit_records import audit_record_add
 from bots.services.tokens import access_token_create
 from chat.models import MessageFeedback
 from events.models import AttemptOutcome, DeliveryAttempt
@@ -63,7 +63,7 @@ def workspace_with_everything(staff):
     WorkflowFactory(bot=bot)
     InstallationFactory(bot=bot)
     ChatConnectionFactory(bot=bot)
-    audit(
+    audit_record_add(
         Actor(account=staff, client_ip="10.0.0.1"),
         action=AuditAction.BOT_UPDATED,
         target_type="bot",

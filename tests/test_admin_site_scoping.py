@@ -8,7 +8,7 @@ from django.urls import reverse
 from bots.actors import Actor
 from bots.admin import WorkspaceScoped
 from bots.models import AccessToken, AuditAction, AuditRecord, Bot, Membership, Role
-from bots.services.audit import audit
+from bots.services.audit_records import audit_record_add
 from chat.models import ChatConnection
 from tests.factories import AccountFactory, BotFactory, MembershipFactory, WorkspaceFactory
 from tests.test_admin_site_queries import workspace_with_everything
@@ -81,7 +81,7 @@ def test_tokens_listed_are_those_of_members_and_its_own(client, scoped, mine, th
 
 
 def test_audit_records_listed_are_the_workspaces_and_its_own(client, scoped, mine, theirs):
-    own = audit(
+    own = audit_record_add(
         Actor(account=scoped),
         action=AuditAction.TOKEN_CREATED,
         target_type="token",

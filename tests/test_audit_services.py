@@ -24,7 +24,7 @@ from bots.services.bots import bot_create, bot_delete, bot_signing_secret_rotate
 from bots.services.tokens import access_token_create, access_token_revoke
 from bots.services.workspace_settings import workspace_settings_update
 from bots.services.workspaces import workspace_create
-from platform_site.domain_errors import InvalidValue
+from platform_site.foundation.domain_errors import InvalidValue
 from tests.factories import AccountFactory, BotFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db

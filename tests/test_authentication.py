@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from bots.models import AccessToken, Role
 from bots.services.tokens import access_token_create, access_token_revoke
 from events.models import Event
-from platform_site.api.ids import new_id
+from platform_site.foundation.ids import new_id
 from tests.conftest import assert_error
 from tests.factories import (
     AccountFactory,

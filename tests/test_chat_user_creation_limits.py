@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from bots.models import User
 from chat.keys import user_key_issue
-from chat.live.initialize import webchat_start
+from chat.live.views.initialize import webchat_start
 from chat.models import UserKeyMode
 from platform_site.api.errors import RateLimited
 from platform_site.api.rate_limit import rate_limit_headers

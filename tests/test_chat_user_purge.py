@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 
 from bots.models import Conversation, User
 from chat.keys import user_key_issue
-from chat.live.initialize import webchat_start
+from chat.live.views.initialize import webchat_start
 from chat.models import FeedbackValue, MessageFeedback, StateType
 from chat.services.conversations import conversation_create
 from chat.services.user_purge import chat_users_purge_stale

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import redis
+from celery import current_app
 from django.db import connection
 from django.utils import timezone
 from kombu.exceptions import OperationalError
@@ -315,10 +316,11 @@ def sent(monkeypatch) -> Iterator[Sent]:
 def test_without_redis_a_wake_up_is_a_task_that_expires(monkeypatch, settings):
     settings.EVENT_WAKE_REDIS_URL = ""
     recorder = Sent()
-    monkeypatch.setattr(tasks.wake_deliveries, "apply_async", recorder)
+    monkeypatch.setattr(current_app, "send_task", recorder)
     wakeups.wake_send()
     [options] = recorder.calls
     assert options["expires"] == wakeups.EXPIRES_SECONDS
+    assert wakeups.WAKE_DELIVERIES_TASK == tasks.wake_deliveries.name
 
 
 def test_with_redis_a_wake_up_is_an_item_of_a_short_list_that_expires(settings):

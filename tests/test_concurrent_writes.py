@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 import chat.services.conversations
 from bots.models import Conversation, User
 from platform_site.api.exception_handler import to_api_error
-from platform_site.api.ids import new_id
+from platform_site.foundation.ids import new_id
 from tests.conftest import assert_error
 from tests.factories import BotFactory, ChatConnectionFactory, UserFactory, user_key
 

@@ -1,4 +1,4 @@
-"""What each process remembers of credentials (bots/credential_cache.py): a
+"""What each process remembers of credentials (platform_site/foundation/credential_cache.py): a
 kept answer costs no query, every write that changes one makes the next
 request read again, and without an invalidation subscriber nothing is
 trusted for more than a second."""
@@ -16,10 +16,6 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from bots import credential_cache, credential_invalidation
-from bots.credential_cache import CredentialCache
-from bots.credential_invalidation import credentials_changed
-from bots.credentials import bot_grants, credentials_for_bot, credentials_for_workspace
 from bots.models import AccessToken, Bot, Membership, Role, User
 from bots.services.bots import bot_delete
 from bots.services.members import member_add, member_remove, member_role_change
@@ -28,6 +24,10 @@ from bots.token_checks import InvalidToken
 from chat.credentials import chat_connection_for_webhook, chat_user_for_key
 from chat.models import ChatConnection
 from chat.services.users import user_delete
+from platform_site.api.credentials import bot_grants, credentials_for_bot, credentials_for_workspace
+from platform_site.foundation import credential_cache, credential_invalidation
+from platform_site.foundation.credential_cache import CredentialCache
+from platform_site.foundation.credential_invalidation import credentials_changed
 from tests.conftest import assert_error, runtime_api
 from tests.factories import (
     AccountFactory,
@@ -518,7 +518,7 @@ def test_a_publish_that_fails_fails_no_write(
     grant, settings, caplog, django_capture_on_commit_callbacks
 ):
     settings.LIVE_STREAM_REDIS_URL = "redis://127.0.0.1:1/5"  # nothing listens there
-    with caplog.at_level(logging.WARNING, logger="bots.credentials"):
+    with caplog.at_level(logging.WARNING, logger="platform_site.api.credentials"):
         with django_capture_on_commit_callbacks(execute=True):
             access_token_revoke(token=grant["token"])
     assert AccessToken.objects.get(pk=grant["token"].pk).revoked_at is not None

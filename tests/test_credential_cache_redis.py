@@ -16,14 +16,14 @@ import pytest
 import redis
 from django.conf import settings as django_settings
 
-from bots import credential_invalidation
-from bots.credential_invalidation import channel_name, listening_since
-from bots.credentials import bot_grants
 from bots.models import AccessToken, Bot, Membership, Role
 from bots.services.bots import bot_delete
 from bots.services.members import member_remove, member_role_change
 from bots.services.tokens import access_token_create, access_token_revoke
 from chat.services.users import user_delete
+from platform_site.api.credentials import bot_grants
+from platform_site.foundation import credential_invalidation
+from platform_site.foundation.credential_invalidation import channel_name, listening_since
 from tests.factories import (
     BotFactory,
     ChatConnectionFactory,

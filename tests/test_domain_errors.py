@@ -4,9 +4,9 @@ kind with the contract's type and status, and the message as it was said."""
 import pytest
 
 from bots.models import Conversation
-from platform_site import domain_errors
 from platform_site.api.exception_handler import handle_exception
-from platform_site.lookups import object_get
+from platform_site.foundation import domain_errors
+from platform_site.foundation.lookups import object_get
 from tests.factories import BotFactory, ConversationFactory
 
 KINDS = [

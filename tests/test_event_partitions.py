@@ -1,5 +1,5 @@
 """Events and delivery attempts in partitions by time on PostgreSQL
-(events/services/partitions.py, platform_site/partitioning.py): made ahead by
+(events/services/partitions.py, platform_site/foundation/sql/partitioning.py): made ahead by
 beat, read by id from one partition, dropped whole by retention, and a table
 of any size converted without its rows moving."""
 
@@ -22,9 +22,9 @@ from events.models import DeliveryAttempt, Event, EventStatus
 from events.services.partitions import ATTEMPTS, EVENTS, day_floor
 from events.services.retention import events_purge_expired
 from events.tasks import make_event_partitions
-from platform_site import partitioning
-from platform_site.migration_ops import AddIndexConcurrently
-from platform_site.partitioning import (
+from platform_site.foundation.sql import partitioning
+from platform_site.foundation.sql.migration_ops import AddIndexConcurrently
+from platform_site.foundation.sql.partitioning import (
     LockUnavailable,
     partition_add,
     partition_drop,

@@ -11,7 +11,7 @@ from bots.models import Role
 from events.engine.claims import deliveries_claim
 from events.models import Event, EventStatus
 from events.services.events import event_cancel
-from platform_site.api.ids import new_id
+from platform_site.foundation.ids import new_id
 from tests.conftest import assert_error
 from tests.factories import BotFactory, EventFactory, WorkspaceFactory
 

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from events.models import Event
-from platform_site.api.ids import is_id, new_id
+from platform_site.foundation.ids import is_id, new_id
 from tests.conftest import assert_error
 from tests.factories import (
     BotFactory,

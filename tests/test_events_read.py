@@ -11,7 +11,7 @@ from ulid import ULID
 
 from bots.models import Role
 from events.models import Event, EventStatus
-from platform_site.api.ids import new_id
+from platform_site.foundation.ids import new_id
 from tests.conftest import assert_error
 from tests.factories import (
     BotFactory,

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from bots.models import Bot, Role
 from files.models import File, FileStatus, Passage
-from platform_site.api.ids import new_id
+from platform_site.foundation.ids import new_id
 from tests.conftest import assert_error, runtime_api, upload
 from tests.factories import (
     BotFactory,

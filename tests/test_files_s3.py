@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from files.models import File
-from files.services.indexing import IndexingOutcome, file_index
+from files.services.file_index import IndexingOutcome, file_index
 from tests.conftest import upload
 
 pytestmark = pytest.mark.django_db

@@ -24,8 +24,8 @@ from files.passage_data import PassageData
 from files.selectors.search_semantic import vector_cache
 from files.services import embeddings
 from files.services.embeddings import file_embed, files_requeue_embeddings
+from files.services.file_index import file_index
 from files.services.files import file_delete, file_passages_set
-from files.services.indexing import file_index
 from tests.factories import BotFactory, FileFactory, PassageFactory
 from tests.test_indexing import uploaded
 

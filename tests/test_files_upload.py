@@ -3,11 +3,11 @@ Both URLs are their own credential, so these requests carry no Authorization."""
 
 import io
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from celery import current_app
 from django.core import signing
 from rest_framework.test import APIClient
 
@@ -159,7 +159,7 @@ def test_download_of_a_pdf_has_its_content_type(client, file_storage):
 
 
 def test_upload_with_index_waits_for_indexing_and_enqueues_it_on_commit(
-    client, file_storage, django_capture_on_commit_callbacks
+    client, file_storage, django_capture_on_commit_callbacks, monkeypatch
 ):
     data = b"# Title\n\nSome text to index.\n"
     created = create(client, key="guide.md", size=len(data), index=True)
@@ -171,10 +171,10 @@ def test_upload_with_index_waits_for_indexing_and_enqueues_it_on_commit(
     assert row.status == FileStatus.INDEXING_PENDING
     assert row.indexing_due_at is not None
     assert len(callbacks) == 1
-    queued = callbacks[0]
-    assert isinstance(queued, partial)
-    assert queued.func == index_file.delay
-    assert queued.args == (row.id, row.revision)
+    sent: list[tuple[str, tuple[object, ...]]] = []
+    monkeypatch.setattr(current_app, "send_task", lambda name, args, **_: sent.append((name, args)))
+    callbacks[0]()
+    assert sent == [(index_file.name, (row.id, row.revision))]
     assert read(client, row.id)["status"] == "indexing_pending"
     assert list(stored_blobs(file_storage).values()) == [data]
 

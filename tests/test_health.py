@@ -3,7 +3,7 @@
 import pytest
 from django.db import OperationalError
 
-import platform_site.health
+import platform_site.api.health
 from tests.conftest import assert_error
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,7 @@ def test_readyz_when_the_database_is_unreachable(api_client, monkeypatch):
         def cursor(self):
             raise OperationalError("connection to server at 127.0.0.1 failed: Connection refused")
 
-    monkeypatch.setattr(platform_site.health, "connection", Unreachable())
+    monkeypatch.setattr(platform_site.api.health, "connection", Unreachable())
     response = api_client.get("/readyz")
     body = assert_error(response, 503, "Unavailable")
     assert response["Retry-After"] == "1"

@@ -1,6 +1,6 @@
-"""The hot path's hand-built SQL: platform_site.row_insert stores what the
+"""The hot path's hand-built SQL: platform_site.foundation.sql.row_insert stores what the
 ORM would, rows written together stand or fall together, and
-platform_site.row_select (through chat's one-query lookup) reads back what
+platform_site.foundation.sql.row_select (through chat's one-query lookup) reads back what
 the ORM would."""
 
 from datetime import timedelta
@@ -13,8 +13,13 @@ from django.utils import timezone
 from bots.models import Conversation, Message, Participant, User
 from chat.selectors.conversations import conversation_reference_and_author
 from events.models import Event, EventStatus
-from platform_site.domain_errors import MissingReference, NotPermitted
-from platform_site.row_insert import insert_statement, row_insert, rows_write, update_statement
+from platform_site.foundation.domain_errors import MissingReference, NotPermitted
+from platform_site.foundation.sql.row_insert import (
+    insert_statement,
+    row_insert,
+    rows_write,
+    update_statement,
+)
 from tests.factories import BotFactory, ConversationFactory, ParticipantFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

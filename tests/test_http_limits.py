@@ -1,5 +1,5 @@
 """What the web server takes from a client before a view sees the request
-(platform_site/http_protocol.py): the head's bytes, lines and target, the
+(platform_site/server/http_protocol.py): the head's bytes, lines and target, the
 time its head and body may take, idle connections. Spoken byte by byte to
 uvicorn as the Procfile starts it, with the timeouts shortened to a second."""
 

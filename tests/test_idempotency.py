@@ -1,4 +1,4 @@
-"""Idempotency-Key on the POSTs that create (bots/idempotency.py): a retry is
+"""Idempotency-Key on the POSTs that create (platform_site/api/idempotency.py): a retry is
 answered the first answer and creates nothing, on every such route; a key is
 its credential's alone; error answers are not kept; of two twins the second
 to keep its answer makes nothing; expired keys count as absent and are
@@ -28,16 +28,17 @@ from rest_framework.test import APIClient
 
 import events.services.events
 import events.views
-from bots.idempotency import idempotency_keys_purge_expired, idempotent_run, request_fingerprint
 from bots.models import Bot, Conversation, IdempotencyKey, Membership, Message, Participant, User
+from bots.services.idempotency_keys import idempotency_keys_purge_expired
 from bots.tasks import purge_expired_idempotency_keys
 from chat.keys import user_key_issue
 from chat.models import ChatConnection, State
 from events.models import Event
 from events.services.events import event_build
 from platform_site.api.errors import IdempotencyMismatch
-from platform_site.row_insert import row_insert
-from platform_site.secret_fields import UndecryptableSecret, secret_seal, secret_unseal
+from platform_site.api.idempotency import idempotent_run, request_fingerprint
+from platform_site.foundation.secret_fields import UndecryptableSecret, secret_seal, secret_unseal
+from platform_site.foundation.sql.row_insert import row_insert
 from tests.conftest import admin_api, assert_error, runtime_api
 from tests.factories import (
     BotFactory,
@@ -347,8 +348,8 @@ def twin_kept_first(monkeypatch: pytest.MonkeyPatch, answer: Callable[[], Any]) 
     """As when a twin's answer commits while this request makes its object:
     this one cannot keep its own (its INSERT met the twin's key), then finds
     `answer()`. The real race is test_fifty_twins_*, against real servers."""
-    monkeypatch.setattr("bots.idempotency._kept_answer", lambda **kwargs: answer())
-    monkeypatch.setattr("bots.idempotency._answer_keep", lambda **kwargs: False)
+    monkeypatch.setattr("platform_site.api.idempotency._kept_answer", lambda **kwargs: answer())
+    monkeypatch.setattr("platform_site.api.idempotency._answer_keep", lambda **kwargs: False)
 
 
 @pytest.mark.django_db
@@ -389,7 +390,7 @@ def test_an_expired_key_counts_as_absent(runtime, scope_and_fingerprint):
 def test_a_key_whose_answer_expired_while_its_twin_ran_is_409(runtime, monkeypatch):
     """The twin's answer was kept, then expired, between this request's
     INSERT and its second look: nothing to replay, nothing made."""
-    monkeypatch.setattr("bots.idempotency._answer_keep", lambda **kwargs: False)
+    monkeypatch.setattr("platform_site.api.idempotency._answer_keep", lambda **kwargs: False)
     answer = post_event(runtime, "order-1")
     assert_error(answer, 409, "IdempotencyConflict")
     assert answer["Retry-After"] == "1"

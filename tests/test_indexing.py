@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+import files.services.file_index as indexing
 from files.models import File, FileStatus, Passage
 from files.passage_data import PassageData
-from files.services import indexing
+from files.services.file_index import IndexingOutcome, file_index, files_requeue_stalled
 from files.services.files import (
     file_passages_set,
     file_reindex,
     file_upsert,
     files_delete_expired,
 )
-from files.services.indexing import IndexingOutcome, file_index, files_requeue_stalled
-from platform_site.domain_errors import InvalidValue
+from platform_site.foundation.domain_errors import InvalidValue
 from tests.conftest import assert_error, upload
 from tests.documents import encrypted_pdf, garbage_pdf, make_html, make_pdf, truncated_pdf
 from tests.factories import AccountFactory

@@ -46,7 +46,7 @@ def _imports(path: Path, *, top_level_only: bool) -> set[str]:
 
 def test_the_sources_were_found():
     assert "bots.services.members" in SOURCES
-    assert "files.services.status" in SOURCES
+    assert "files.services.file_status" in SOURCES
 
 
 def test_no_module_cycle_at_import_time():
@@ -96,24 +96,88 @@ def test_services_never_import_tasks(app):
             assert not any(i.endswith(".tasks") for i in imported), name
 
 
-def test_imports_point_one_way():
-    """STYLE.md's arrows: platform_site.api imports no app; bots no other
-    app; events and files import bots; chat imports bots, events and files
-    (a file the official webchat sends is a file of the bot); no app imports
-    adminapi (only platform_site's URLconf does)."""
-    apps = {"bots", "events", "files", "chat", "adminapi"}
-    allowed = {
-        "platform_site.api": set(),
-        "bots": set(),
-        "events": {"bots"},
-        "files": {"bots"},
-        "chat": {"bots", "events", "files"},
-        "adminapi": {"bots", "events"},
+# The house, from the ground up (README: Layout): each room may import the
+# rooms listed for it, never one above. platform_site's top-level modules are
+# the composition root: the only place that imports every room.
+FOUNDATION = "platform_site.foundation"
+OBSERVABILITY = "platform_site.observability"
+API = "platform_site.api"
+SERVER = "platform_site.server"
+BACKOFFICE = "platform_site.backoffice"
+DEMO = "platform_site.demo"
+ROOT_MODULES = {
+    "platform_site",
+    "platform_site.settings",
+    "platform_site.urls",
+    "platform_site.asgi",
+    "platform_site.wsgi",
+    "platform_site.celery",
+    "platform_site.serve",
+    "platform_site.procfile_runner",
+}
+GROUND = {FOUNDATION, OBSERVABILITY}
+ALLOWED = {
+    FOUNDATION: set(),
+    OBSERVABILITY: {FOUNDATION},
+    "bots": GROUND,
+    API: GROUND | {"bots"},
+    SERVER: GROUND | {API},
+    "events": GROUND | {API, "bots"},
+    "files": GROUND | {API, "bots"},
+    "chat": GROUND | {API, "bots", "events", "files"},
+    "adminapi": GROUND | {API, "bots", "events"},
+    BACKOFFICE: GROUND | {API, "bots", "events", "files", "chat"},
+    DEMO: GROUND | {API, "bots", "events", "files", "chat"},
+}
+
+
+def _room(module: str) -> str:
+    """The room a module belongs to: an app, or a platform_site subpackage."""
+    if module.startswith("platform_site."):
+        parts = module.split(".")
+        return ".".join(parts[:2]) if f"{parts[0]}.{parts[1]}" in ALLOWED else module
+    return module.split(".")[0]
+
+
+def test_platform_site_top_level_is_only_the_composition_root():
+    top = {
+        name for name in SOURCES if name.startswith("platform_site") and _room(name) not in ALLOWED
     }
+    assert top == ROOT_MODULES
+
+
+def test_imports_point_one_way():
+    """Every room imports only the rooms below it (ALLOWED); nothing but the
+    composition root imports the back office or the demo."""
     for name, path in SOURCES.items():
-        owner = "platform_site.api" if name.startswith("platform_site.api") else name.split(".")[0]
-        if owner not in allowed:
+        owner = _room(name)
+        if owner not in ALLOWED:
+            assert name in ROOT_MODULES, name
             continue
-        reached = {i.split(".")[0] for i in _imports(path, top_level_only=False)} & apps
+        reached = {_room(i) for i in _imports(path, top_level_only=False)}
         reached.discard(owner)
-        assert reached <= allowed[owner], f"{name} imports {sorted(reached - allowed[owner])}"
+        assert reached <= ALLOWED[owner], f"{name} imports {sorted(reached - ALLOWED[owner])}"
+
+
+def test_a_job_is_started_one_way():
+    """Outside the tasks modules (which may start their own), a job is started
+    by platform_site.foundation.jobs.job_send, by the task's name."""
+    forms = (".delay(", ".apply_async(", ".send_task(", "current_app.tasks[")
+    for name, path in SOURCES.items():
+        if name.endswith(".tasks") or name == "platform_site.foundation.jobs":
+            continue
+        text = path.read_text()
+        assert not [form for form in forms if form in text], name
+
+
+def test_every_scheduled_and_sent_job_is_a_registered_task(settings):
+    from celery import current_app
+
+    from events.engine.wakeups import WAKE_DELIVERIES_TASK
+    from files.services.embeddings import EMBED_FILE_TASK
+    from files.services.file_status import INDEX_FILE_TASK
+
+    current_app.loader.import_default_modules()
+    names = {entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    names |= {WAKE_DELIVERIES_TASK, EMBED_FILE_TASK, INDEX_FILE_TASK}
+    assert names <= set(current_app.tasks)

@@ -1,4 +1,4 @@
-"""The console handler writes lines in batches (platform_site/log_handler.py):
+"""The console handler writes lines in batches (platform_site/observability/log_handler.py):
 below WARNING they wait up to flush_seconds, a warning goes out at once after
 what waited, nothing is lost at exit or written twice by a forked child."""
 
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from platform_site.log_handler import BatchedStreamHandler
+from platform_site.observability.log_handler import BatchedStreamHandler
 
 
 class CountingStream(io.StringIO):
@@ -112,7 +112,7 @@ def test_a_line_that_cannot_be_formatted_is_reported_not_raised(logged: tuple) -
 
 PROGRAM = """
 import logging, os, sys, time
-from platform_site.log_handler import BatchedStreamHandler
+from platform_site.observability.log_handler import BatchedStreamHandler
 handler = BatchedStreamHandler(sys.stdout, flush_seconds=30)
 handler.setFormatter(logging.Formatter("%(message)s"))
 logger = logging.getLogger("p")

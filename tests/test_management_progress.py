@@ -27,8 +27,8 @@ from bots.models import Bot
 from events.models import Event, EventStatus
 from events.services.retention import events_purge_expired_batches
 from files.models import File, FileStatus, Passage
+from files.services.file_uploads import file_upload_receive
 from files.services.files import file_upsert
-from files.services.uploads import file_upload_receive
 from files.signed_urls import UploadGrant
 from tests.documents import garbage_pdf
 from tests.factories import BotFactory, EventFactory, FileFactory, WorkspaceFactory

@@ -16,7 +16,7 @@ from bots.services.members import (
     member_remove,
     member_role_change,
 )
-from platform_site.domain_errors import AlreadyExists, NotPermitted
+from platform_site.foundation.domain_errors import AlreadyExists, NotPermitted
 from tests.factories import AccountFactory, MembershipFactory, WorkspaceFactory
 
 pytestmark = pytest.mark.django_db

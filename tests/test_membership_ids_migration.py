@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from platform_site.api.ids import is_id
+from platform_site.foundation.ids import is_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

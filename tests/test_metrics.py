@@ -1,4 +1,4 @@
-"""Prometheus metrics in this process (platform_site/metrics.py): what each
+"""Prometheus metrics in this process (platform_site/observability/metrics.py): what each
 request, event, delivery, indexing run, rate-limit refusal and live listener
 counts, read back from the multiprocess registry, and GET /metrics itself:
 who may read it and what it reads from the events table.
@@ -26,10 +26,10 @@ from events.engine.process import EngineThread
 from events.models import Event, EventStatus
 from events.services.events import event_record
 from files.models import File, FileStatus
-from files.services.indexing import IndexingOutcome, file_index, files_requeue_stalled
-from platform_site import metrics, metrics_endpoint
-from platform_site.api import rate_limit
-from platform_site.metrics_files import host_registry
+from files.services.file_index import IndexingOutcome, file_index, files_requeue_stalled
+from platform_site.api import metrics_endpoint, rate_limit
+from platform_site.observability import metrics
+from platform_site.observability.metrics_files import host_registry
 from tests.conftest import assert_error, runtime_api, upload
 from tests.documents import garbage_pdf
 from tests.factories import (
@@ -613,7 +613,7 @@ def test_open_live_streams_are_counted_by_workspace(settings, bot):
 # --- the metrics folder ---------------------------------------------------------------------
 
 ENDED_PROCESS = """
-from platform_site import metrics
+from platform_site.observability import metrics
 metrics.http_request_observe(route="/ended", method="GET", status=200, seconds=0.01)
 metrics.live_listener_change(workspace_id="wkspace_ended", change=1)
 import os
@@ -687,7 +687,7 @@ def test_an_empty_file_of_a_process_that_died_making_it_is_removed_unread():
 def test_a_worker_host_serves_its_metrics_over_http():
     import urllib.request
 
-    from platform_site.metrics_files import host_metrics_serve
+    from platform_site.observability.metrics_files import host_metrics_serve
     from tests.servers import free_port
 
     port = free_port()

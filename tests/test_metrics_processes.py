@@ -24,7 +24,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
 
 from bots.models import Bot, Role
-from platform_site import metrics
+from platform_site.observability import metrics
 from tests.documents import garbage_pdf
 from tests.factories import (
     BotFactory,

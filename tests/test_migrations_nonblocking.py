@@ -1,5 +1,5 @@
 """Migrations never hold the big tables' writes while an index builds
-(platform_site/migration_ops.py): every migration newer than those named
+(platform_site/foundation/sql/migration_ops.py): every migration newer than those named
 below is run, on PostgreSQL, against a database of its own, and each
 statement it sends is read. A plain CREATE INDEX (or a unique constraint,
 which builds one) on a big table fails the test; CONCURRENTLY passes."""
@@ -135,8 +135,9 @@ def _checked(scratch: BaseDatabaseWrapper) -> None:
     with scratch.execute_wrapper(read):
         executor.migrate(executor.loader.graph.leaf_nodes())
     assert running, "no migration was checked"
-    assert not found, "builds that hold writes (use platform_site.migration_ops):\n" + "\n".join(
-        found
+    assert not found, (
+        "builds that hold writes (use platform_site.foundation.sql.migration_ops):\n"
+        + "\n".join(found)
     )
 
 

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from chat.message_payloads import PAYLOAD_TYPES
 from platform_site.api.errors import APIError
-from platform_site.api.ids import new_id
+from platform_site.foundation.ids import new_id
 
 METHODS = {"get", "put", "post", "delete", "patch"}
 

@@ -13,9 +13,9 @@ from files.models import Passage, PassageSubtype, PassageType
 from files.presenters import passage_json, passages_page_body
 from files.selectors.files import file_get
 from files.selectors.passages import passages_list, passages_page
-from platform_site.api.ids import new_id
-from platform_site.api.pagination import PageRequest
-from platform_site.domain_errors import DomainError, MalformedId, NotFound
+from platform_site.foundation.domain_errors import DomainError, MalformedId, NotFound
+from platform_site.foundation.ids import new_id
+from platform_site.foundation.pagination import PageRequest
 from tests.conftest import assert_error
 from tests.factories import BotFactory, FileFactory, PassageFactory
 

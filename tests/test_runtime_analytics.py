@@ -8,10 +8,10 @@ import pytest
 from django.utils import timezone
 
 from bots.models import Role
-from events.rollups.analytics import analytics_track
 from events.rollups.models import AnalyticsMinute
-from events.rollups.services import event_rollups_update, minute_floor
-from platform_site.dashboard.figures import dashboard_figures
+from events.services.analytics import analytics_track
+from events.services.rollups import event_rollups_update, minute_floor
+from platform_site.backoffice.dashboard.figures import dashboard_figures
 from tests.concurrency import at_once
 from tests.conftest import assert_error
 from tests.conftest import runtime_api as runtime

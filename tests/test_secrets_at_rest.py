@@ -1,5 +1,5 @@
 """Bots' webhook signing secrets and chat connections' encryption keys are
-stored encrypted (platform_site/secret_fields.py): the columns, and so a
+stored encrypted (platform_site/foundation/secret_fields.py): the columns, and so a
 dump of the database, hold no usable secret; everything that reads them
 through the models still sees the plain value."""
 
@@ -24,8 +24,8 @@ from bots.models.bot import new_signing_secret
 from bots.services.bots import bot_signing_secret_rotate
 from chat.models import ChatConnection
 from events.services.events import event_record
-from platform_site import secret_fields
-from platform_site.secret_fields import (
+from platform_site.foundation import secret_fields
+from platform_site.foundation.secret_fields import (
     UndecryptableSecret,
     is_secret_token,
     stored_secrets_decrypt,

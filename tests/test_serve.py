@@ -101,7 +101,7 @@ def test_main_serves_the_asgi_application_without_trusting_forwarded_headers(
     assert os.environ["WEB_ACCESS_LOG"] == "1"
     assert call["lifespan"] == "off"
     protocol = import_from_string(call["http"])
-    assert call["http"] == "platform_site.http_protocol:HttpToolsProtocol"
+    assert call["http"] == "platform_site.server.http_protocol:HttpToolsProtocol"
     assert issubclass(protocol, HttpToolsProtocol)
     # The processes uvicorn starts read the number (settings checks it).
     assert os.environ["WEB_CONCURRENCY"] == "1"

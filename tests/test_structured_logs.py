@@ -1,4 +1,4 @@
-"""Log lines as LOGGING's handler writes them (platform_site/log_config.py),
+"""Log lines as LOGGING's handler writes them (platform_site/observability/log_config.py),
 from the records real code paths log: a request's access and error lines
 with its request id, taken from X-Request-Id or made and echoed; tracebacks
 inside the JSON object and without frame locals in text; delivery failures
@@ -35,7 +35,7 @@ from events.services.events import event_record
 from events.tasks import purge_expired_events
 from files.tasks import index_file
 from platform_site.celery import app
-from platform_site.log_config import formatter
+from platform_site.observability.log_config import formatter
 from tests.conftest import assert_error
 from tests.delivering import deliver_claimed
 from tests.receiver import Answer, Receiver

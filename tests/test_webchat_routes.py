@@ -31,7 +31,7 @@ from tests.factories import (
 
 pytestmark = pytest.mark.django_db
 
-STATIC = Path(__file__).resolve().parent.parent / "platform_site" / "static" / "webchat"
+STATIC = Path(__file__).resolve().parent.parent / "chat" / "static" / "webchat"
 
 
 @pytest.fixture

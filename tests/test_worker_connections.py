@@ -6,8 +6,8 @@ import pytest
 from django.db import connections as django_connections
 from django.db.utils import ConnectionHandler
 
-import platform_site.worker_connections
-from platform_site.worker_connections import persistent_connections
+import platform_site.server.worker_connections
+from platform_site.server.worker_connections import persistent_connections
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def handler(monkeypatch) -> ConnectionHandler:
     """A connection handler of its own, on a copy of the project's settings."""
     databases = {"default": copy.deepcopy(django_connections["default"].settings_dict)}
     own = ConnectionHandler(databases)
-    monkeypatch.setattr(platform_site.worker_connections, "connections", own)
+    monkeypatch.setattr(platform_site.server.worker_connections, "connections", own)
     return own
 
 

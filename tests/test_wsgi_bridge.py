@@ -1,4 +1,4 @@
-"""The WSGI bridge (platform_site/wsgi_bridge.py) and the routing in front of
+"""The WSGI bridge (platform_site/server/wsgi_bridge.py) and the routing in front of
 it (platform_site/asgi.py): platform_site.asgi.application called in-process
 as a server calls it, with the body handed over in messages, counting how
 many of them the application asks for.
@@ -20,7 +20,7 @@ from django.conf import settings as django_settings
 from bots.models import AuditRecord, Bot, Role
 from events.models import Event
 from platform_site import asgi
-from platform_site.wsgi_bridge import _environ
+from platform_site.server.wsgi_bridge import _environ
 from tests.conftest import Answer, assert_error
 from tests.factories import (
     ChatConnectionFactory,

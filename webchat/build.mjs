@@ -3,7 +3,7 @@
 //
 //   node build.mjs [outdir]      (or WEBCHAT_OUTDIR=… node build.mjs)
 //
-// outdir defaults to ../platform_site/static/webchat. The same inputs give
+// outdir defaults to ../chat/static/webchat. The same inputs give
 // byte-identical outputs: no source map, no timestamp, and every path esbuild
 // could print is relative to this folder (absWorkingDir), so the clone's
 // location does not matter. .ci/webchat-bundle holds the committed files to that.
@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const outdir = path.resolve(
-  process.argv[2] ?? process.env.WEBCHAT_OUTDIR ?? path.join(here, '..', 'platform_site', 'static', 'webchat'),
+  process.argv[2] ?? process.env.WEBCHAT_OUTDIR ?? path.join(here, '..', 'chat', 'static', 'webchat'),
 )
 mkdirSync(outdir, { recursive: true })
 

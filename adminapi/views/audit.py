@@ -6,12 +6,12 @@ from adminapi.presenters import audit_record_json
 from adminapi.schema import AuditRecordListSerializer
 from adminapi.serializers import AuditRecordQuery
 from adminapi.views.base import AdminViewSet
-from bots.permissions import CanReadAudit
-from bots.principals import workspace_principal
 from bots.selectors.audit_records import audit_records_list, audit_workspace_check
-from platform_site.api.pagination import page_request
+from platform_site.api.permissions import CanReadAudit
+from platform_site.api.principals import workspace_principal
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.foundation.pagination import page_request
 
 
 class AuditRecordViewSet(AdminViewSet):

@@ -1,8 +1,8 @@
 from rest_framework.request import Request
 
 from bots.actors import Actor, actor_of
-from bots.authentication import WorkspaceTokenAuthentication
-from bots.principals import workspace_principal
+from platform_site.api.principals import workspace_principal
+from platform_site.api.token_authentication import WorkspaceTokenAuthentication
 from platform_site.api.views import ApiViewSet
 
 

@@ -9,16 +9,16 @@ from adminapi.presenters import bot_json, bot_log_json, bot_summary_json
 from adminapi.schema import BotAnswerSerializer, BotListSerializer
 from adminapi.serializers import BotListQuery, BotLogQuery, BotWriteSerializer
 from adminapi.views.base import AdminViewSet, request_actor
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadBots, CanReadRuntime, CanWriteBots
-from bots.principals import workspace_principal
 from bots.selectors.bots import bot_get, bots_list
 from bots.services.bots import bot_create, bot_delete, bot_update
 from events.selectors.attempts import bot_logs_list
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadBots, CanReadRuntime, CanWriteBots
+from platform_site.api.principals import workspace_principal
 from platform_site.api.query import validate_query
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
-from platform_site.api.tags import tag_filters
+from platform_site.foundation.pagination import page_request
+from platform_site.foundation.tags import tag_filters
 
 DEFAULT_BOT_NAME = "New bot"
 # The model field of each field of the body.

@@ -7,13 +7,13 @@ from adminapi.presenters import member_json
 from adminapi.schema import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
 from adminapi.views.base import AdminViewSet, request_actor
-from bots.idempotency import idempotent_create
-from bots.permissions import CanManageMembers, CanReadMembers
-from bots.principals import workspace_principal
 from bots.selectors.members import members_list, membership_get, membership_of
 from bots.services.members import member_invite, member_remove, member_role_change
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanManageMembers, CanReadMembers
+from platform_site.api.principals import workspace_principal
 from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.foundation.pagination import page_request
 
 
 class MemberViewSet(AdminViewSet):

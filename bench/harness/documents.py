@@ -177,8 +177,8 @@ def drop_queue(queue: str) -> int:
 
 def upload(*, bot: Any, key: str, data: bytes, content_type: str) -> Any:
     """A file announced and uploaded the real way; it is left indexing_pending."""
+    from files.services.file_uploads import file_upload_receive
     from files.services.files import file_upsert
-    from files.services.uploads import file_upload_receive
     from files.signed_urls import UploadGrant
 
     file = file_upsert(bot=bot, key=key, size=len(data), content_type=content_type, index=True)

@@ -390,7 +390,7 @@ def web_server(name: str, proj: Project, *, before_tree: str = "") -> Iterator[W
             yield served
     elif name == "django-asgi":
         django_asgi = ("--factory", "django.core.asgi:get_asgi_application")
-        protocol = ("--http", "platform_site.http_protocol:HttpToolsProtocol")
+        protocol = ("--http", "platform_site.server.http_protocol:HttpToolsProtocol")
         with uvicorn(proj, workers=cores(), app=django_asgi + protocol) as asgi:
             yield asgi
     elif name == "serve-before":
@@ -402,7 +402,7 @@ def web_server(name: str, proj: Project, *, before_tree: str = "") -> Iterator[W
         if not before_tree:
             raise SystemExit("--before-tree is needed for the `before` server")
         app = ("platform_site.asgi:application", "--app-dir", before_tree)
-        protocol = ("--http", "platform_site.http_protocol:HttpToolsProtocol")
+        protocol = ("--http", "platform_site.server.http_protocol:HttpToolsProtocol")
         with uvicorn(
             proj, app=app + protocol, env={"PYTHONPATH": before_tree}, cwd=before_tree
         ) as before:

@@ -1,5 +1,5 @@
 """Model admins whose saves and deletions change what cached credentials
-stand for (bots/credential_cache.py): every process forgets its answers once
+stand for (platform_site/foundation/credential_cache.py): every process forgets its answers once
 the change commits. Admins that go through a service (tokens, members, bots)
 need not: the service says so itself."""
 
@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from bots.credential_invalidation import credentials_changed
+from platform_site.foundation.credential_invalidation import credentials_changed
 
 
 class ForgetsCredentials(admin.ModelAdmin):

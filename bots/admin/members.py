@@ -20,7 +20,7 @@ from bots.admin.saved import RequestFormSetMixin, ServiceFormSet, adopt, marked_
 from bots.admin.scoping import WorkspaceScoped, acting_role
 from bots.models import Membership, Role, Workspace
 from bots.services.members import account_for_email, member_add, member_remove, member_role_change
-from platform_site.domain_errors import DomainError
+from platform_site.foundation.domain_errors import DomainError
 
 
 def _fresh(membership_id: str) -> Membership:

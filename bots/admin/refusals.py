@@ -10,7 +10,7 @@ from collections.abc import Callable
 from django.db import transaction
 
 from bots.services.members import lock_members
-from platform_site.domain_errors import DomainError
+from platform_site.foundation.domain_errors import DomainError
 
 
 class _RolledBack(Exception):

@@ -23,7 +23,7 @@ from bots.services.bots import BOT_UPDATABLE_FIELDS, bot_create, bot_delete, bot
 from bots.services.members import account_for_email
 from bots.services.workspace_settings import SETTINGS_FIELDS, workspace_settings_update
 from bots.services.workspaces import workspace_create
-from platform_site.api.ids import id_floor
+from platform_site.foundation.ids import id_floor
 
 
 def workspace_usage(workspace: Workspace) -> dict[str, int]:

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 import bots.models.bot
-import platform_site.api.ids
+import platform_site.foundation.ids
 
 
 class Migration(migrations.Migration):
@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="bot",
@@ -58,7 +58,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="wkspace",
@@ -79,7 +79,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="intg",
@@ -134,7 +134,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="conv",
@@ -170,7 +170,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="user",
@@ -240,7 +240,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="msg",
@@ -297,7 +297,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="wf",

@@ -3,7 +3,7 @@
 import bots.models.workspace_settings
 import django.core.validators
 import django.db.models.deletion
-import platform_site.api.ids
+import platform_site.foundation.ids
 from django.conf import settings
 from django.db import migrations, models
 
@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name='AuditRecord',
             fields=[
-                ('id', platform_site.api.ids.PrefixedIdField(editable=False, max_length=36, prefix='audit', primary_key=True, serialize=False)),
+                ('id', platform_site.foundation.ids.PrefixedIdField(editable=False, max_length=36, prefix='audit', primary_key=True, serialize=False)),
                 ('actor_label', models.CharField(blank=True, max_length=254)),
                 ('action', models.CharField(choices=[('member.added', 'member added'), ('member.role_changed', "member's role changed"), ('member.removed', 'member removed'), ('token.created', 'token created'), ('token.revoked', 'token revoked'), ('bot.created', 'bot created'), ('bot.updated', 'bot updated'), ('bot.deleted', 'bot deleted'), ('bot.secret_rotated', "bot's signing secret rotated"), ('settings.changed', 'workspace settings changed')], max_length=40)),
                 ('target_type', models.CharField(max_length=40)),

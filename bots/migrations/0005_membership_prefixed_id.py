@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import migrations, models
 from ulid import ULID
 
-import platform_site.api.ids
+import platform_site.foundation.ids
 
 ROLE_CHOICES = [
     ("owner", "Owner"),
@@ -125,7 +125,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="member",

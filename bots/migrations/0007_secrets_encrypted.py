@@ -1,12 +1,12 @@
-# A bot's signing secrets, encrypted at rest (platform_site/secret_fields.py).
+# A bot's signing secrets, encrypted at rest (platform_site/foundation/secret_fields.py).
 
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
 import bots.models.bot
-import platform_site.secret_fields
-from platform_site.secret_fields import stored_secrets_decrypt, stored_secrets_encrypt
+import platform_site.foundation.secret_fields
+from platform_site.foundation.secret_fields import stored_secrets_decrypt, stored_secrets_encrypt
 
 SECRETS = ("signing_secret", "previous_signing_secret")
 
@@ -34,14 +34,14 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="bot",
             name="signing_secret",
-            field=platform_site.secret_fields.EncryptedCharField(
+            field=platform_site.foundation.secret_fields.EncryptedCharField(
                 default=bots.models.bot.new_signing_secret, editable=False, max_length=100
             ),
         ),
         migrations.AlterField(
             model_name="bot",
             name="previous_signing_secret",
-            field=platform_site.secret_fields.EncryptedCharField(
+            field=platform_site.foundation.secret_fields.EncryptedCharField(
                 blank=True, editable=False, max_length=100
             ),
         ),

@@ -1,7 +1,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from platform_site.migration_ops import indexes_dropped
+from platform_site.foundation.sql.migration_ops import indexes_dropped
 
 
 class Migration(migrations.Migration):

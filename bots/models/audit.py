@@ -3,7 +3,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from platform_site.api.ids import PrefixedIdField
+from platform_site.foundation.ids import PrefixedIdField
 
 from .workspace import Workspace
 

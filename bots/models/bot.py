@@ -6,8 +6,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
-from platform_site.api.ids import PrefixedIdField
-from platform_site.secret_fields import EncryptedCharField
+from platform_site.foundation.ids import PrefixedIdField
+from platform_site.foundation.secret_fields import EncryptedCharField
 
 from .workspace import Workspace
 

@@ -1,6 +1,6 @@
 from django.db import models
 
-from platform_site.api.ids import PrefixedIdField
+from platform_site.foundation.ids import PrefixedIdField
 
 from .bot import Bot, IntegrationInstallation
 

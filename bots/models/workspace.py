@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 
-from platform_site.api.ids import PrefixedIdField
+from platform_site.foundation.ids import PrefixedIdField
 
 
 class Role(models.TextChoices):

@@ -1,8 +1,8 @@
 """Reading a workspace's audit records, newest first."""
 
 from bots.models import AuditAction, AuditRecord, Workspace
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.lookups import id_form_check, object_not_found
+from platform_site.foundation.lookups import id_form_check, object_not_found
+from platform_site.foundation.pagination import Page, PageRequest, paginate
 
 # The hosted API's name of each action; one it has no name for is UNKNOWN.
 HOSTED_AUDIT_ACTIONS: dict[str, str] = {

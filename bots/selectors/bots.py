@@ -5,9 +5,9 @@ from collections.abc import Mapping
 from django.db.models import Prefetch
 
 from bots.models import Bot, IntegrationInstallation, Workspace
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.tags import tagged
-from platform_site.lookups import object_get
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.pagination import Page, PageRequest, paginate
+from platform_site.foundation.tags import tagged
 
 # Ids are ULIDs, so id order is creation order: one unique column serves createdAt.
 _ORDERINGS = {"createdAt": ["id"], "updatedAt": ["updated_at", "id"]}

@@ -3,9 +3,9 @@
 from django.contrib.auth.models import User as Account
 
 from bots.models import Membership, Workspace
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.domain_errors import NotFound
-from platform_site.lookups import object_get
+from platform_site.foundation.domain_errors import NotFound
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.pagination import Page, PageRequest, paginate
 
 
 def members_list(*, workspace: Workspace, page: PageRequest) -> Page[Membership]:

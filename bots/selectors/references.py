@@ -10,8 +10,8 @@ from django.db import connection
 from django.db.models import Model
 
 from bots.models import Conversation, IntegrationInstallation, Message, User, Workflow
-from platform_site.domain_errors import MissingReference
-from platform_site.row_select import instance_from_row, select_list
+from platform_site.foundation.domain_errors import MissingReference
+from platform_site.foundation.sql.row_select import instance_from_row, select_list
 
 ModelT = TypeVar("ModelT", bound=Model)
 

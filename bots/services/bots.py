@@ -12,13 +12,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from bots.actors import PLATFORM, Actor
-from bots.credential_invalidation import credentials_changed
 from bots.models import AuditAction, Bot, DeliveryFormat, User, Workspace
 from bots.models.bot import new_signing_secret
 from bots.selectors.references import user_by_chat_id
-from bots.services.audit import audit, changed_fields
-from platform_site.api.ids import new_id
-from platform_site.domain_errors import InvalidValue
+from bots.services.audit_records import audit_record_add, changed_fields
+from platform_site.foundation.credential_invalidation import credentials_changed
+from platform_site.foundation.domain_errors import InvalidValue
+from platform_site.foundation.ids import new_id
 
 # The chat id of the user standing for a bot: it holds a `:`, which no
 # caller-chosen chat id may, so no end user can take it and pass for the bot.
@@ -75,7 +75,7 @@ def bot_create(
     _bot_clean(bot)
     bot.save()
     _bot_user_for_format(bot)
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.BOT_CREATED,
         target_type="bot",
@@ -102,7 +102,7 @@ def bot_update(*, bot: Bot, actor: Actor = PLATFORM, **fields: Any) -> Bot:
     _bot_clean(bot)
     bot.save(update_fields=[*changes, "updated_at"])
     _bot_user_for_format(bot)
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.BOT_UPDATED,
         target_type="bot",
@@ -134,7 +134,7 @@ def _bot_user_for_format(bot: Bot) -> None:
 @transaction.atomic
 def bot_delete(*, bot: Bot, actor: Actor = PLATFORM) -> None:
     """Delete the bot and everything it owns (events, files, conversations)."""
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.BOT_DELETED,
         target_type="bot",
@@ -167,7 +167,7 @@ def bot_signing_secret_rotate(*, bot: Bot, actor: Actor = PLATFORM) -> Bot:
         ]
     )
     # Never the secrets themselves: only when the old one stops signing.
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.BOT_SECRET_ROTATED,
         target_type="bot",

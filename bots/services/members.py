@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models import Q
 
 from bots.actors import PLATFORM, Actor
-from bots.credential_invalidation import credentials_changed
 from bots.models import AuditAction, Membership, Role, Workspace
-from bots.services.audit import audit
-from platform_site.domain_errors import AlreadyExists, NotPermitted
+from bots.services.audit_records import audit_record_add
+from platform_site.foundation.credential_invalidation import credentials_changed
+from platform_site.foundation.domain_errors import AlreadyExists, NotPermitted
 
 ONLY_OWNERS = "Only an owner of the workspace makes or unmakes owners"
 LAST_OWNER = "A workspace keeps at least one owner: make another member owner first"
@@ -71,7 +71,7 @@ def member_add(
     if Membership.objects.filter(workspace=workspace, account=account).exists():
         raise AlreadyExists(f"{account.email or account.get_username()} is a member already")
     membership = Membership.objects.create(workspace=workspace, account=account, role=role)
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.MEMBER_ADDED,
         target_type="member",
@@ -96,7 +96,7 @@ def member_role_change(
     membership.role = role
     membership.save(update_fields=["role", "updated_at"])
     credentials_changed()
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.MEMBER_ROLE_CHANGED,
         target_type="member",
@@ -118,7 +118,7 @@ def member_remove(
     membership.refresh_from_db(fields=["role"])
     _check_owner_change(acting_role, membership.role)
     _keeps_an_owner(membership)
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.MEMBER_REMOVED,
         target_type="member",

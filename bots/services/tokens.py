@@ -9,10 +9,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from bots.actors import PLATFORM, Actor
-from bots.credential_invalidation import credentials_changed
 from bots.models import AccessToken, AuditAction
-from bots.services.audit import audit
+from bots.services.audit_records import audit_record_add
 from bots.token_checks import SHOWN_PREFIX_LENGTH, TOKEN_PREFIX, hash_token
+from platform_site.foundation.credential_invalidation import credentials_changed
 
 
 @transaction.atomic
@@ -34,7 +34,7 @@ def access_token_create(
         expires_at=expires_at,
     )
     # A token is an account's, not a workspace's: its records have none.
-    audit(
+    audit_record_add(
         actor,
         action=AuditAction.TOKEN_CREATED,
         target_type="token",
@@ -59,7 +59,7 @@ def access_token_revoke(*, token: AccessToken, actor: Actor = PLATFORM) -> Acces
     token.refresh_from_db(fields=["revoked_at"])
     if revoked:
         credentials_changed()
-        audit(
+        audit_record_add(
             actor,
             action=AuditAction.TOKEN_REVOKED,
             target_type="token",
@@ -82,7 +82,7 @@ def access_token_rate_limit_change(
     token.save(update_fields=["rate_limit_per_minute"])
     if before != rate_limit_per_minute:
         credentials_changed()
-        audit(
+        audit_record_add(
             actor,
             action=AuditAction.TOKEN_RATE_LIMIT_CHANGED,
             target_type="token",

@@ -5,9 +5,9 @@ from typing import Any
 from django.db import transaction
 
 from bots.actors import PLATFORM, Actor
-from bots.credential_invalidation import credentials_changed
 from bots.models import AuditAction, WorkspaceSettings
-from bots.services.audit import audit, changed_fields
+from bots.services.audit_records import audit_record_add, changed_fields
+from platform_site.foundation.credential_invalidation import credentials_changed
 
 SETTINGS_FIELDS = (
     "display_name",
@@ -19,7 +19,7 @@ SETTINGS_FIELDS = (
     "chat_address_user_creation_rate_limit_per_minute",
     "chat_user_creation_rate_limit_per_hour",
 )
-# What requests read from the settings through bots/rate_limits.py.
+# What requests read from the settings through platform_site/api/rate_limit_policies.py.
 _RATE_LIMIT_FIELDS = {name for name in SETTINGS_FIELDS if "rate_limit_per_" in name}
 
 
@@ -42,7 +42,7 @@ def workspace_settings_update(
     if _RATE_LIMIT_FIELDS.intersection(changes):
         credentials_changed()
     if changes:
-        audit(
+        audit_record_add(
             actor,
             action=AuditAction.SETTINGS_CHANGED,
             target_type="workspace_settings",

@@ -9,37 +9,37 @@ of conversation `a/b` are at `conversations/a/b/messages`. The live stream's
 from django.urls import path, re_path
 
 from chat.authentication import AdminSecretAuthentication, SignedUserKeyAuthentication
-from chat.interface.views.base import HelloViewSet
+from chat.interface.views.base import ChatHelloViewSet
 from chat.interface.views.chat_events import ChatEventViewSet
-from chat.interface.views.conversations import ConversationViewSet
+from chat.interface.views.conversations import ChatConversationViewSet
 from chat.interface.views.files import ChatFileViewSet
-from chat.interface.views.messages import MessageViewSet
-from chat.interface.views.participants import ParticipantViewSet
-from chat.interface.views.users import UserViewSet
+from chat.interface.views.messages import ChatMessageViewSet
+from chat.interface.views.participants import ChatParticipantViewSet
+from chat.interface.views.users import ChatUserViewSet
 
 CONVERSATION = r"conversations/(?P<conversation_id>.+)"
 
 # Included under chat/<str:webhook_id>/ by chat/urls.py.
 urlpatterns = [
-    path("hello", HelloViewSet.as_view({"get": "hello"}), name="chat-hello"),
+    path("hello", ChatHelloViewSet.as_view({"get": "hello"}), name="chat-hello"),
     # @botpress/chat's connect() calls GET {apiUrl}/hello/ (axios baseURL
     # `…/hello` and get("/")): the same view, left out of the OpenAPI document.
-    path("hello/", HelloViewSet.as_view({"get": "hello"}, schema=None)),
+    path("hello/", ChatHelloViewSet.as_view({"get": "hello"}, schema=None)),
     # No key yet: this is where a client gets one.
     path(
         "users",
-        UserViewSet.as_view({"post": "create"}, authentication_classes=[]),
+        ChatUserViewSet.as_view({"post": "create"}, authentication_classes=[]),
         name="chat-users",
     ),
     path(
         "users/me",
-        UserViewSet.as_view({"get": "me", "put": "update_me", "delete": "delete_me"}),
+        ChatUserViewSet.as_view({"get": "me", "put": "update_me", "delete": "delete_me"}),
         name="chat-user-me",
     ),
     # A key whose user may not exist yet: this makes it.
     path(
         "users/get-or-create",
-        UserViewSet.as_view(
+        ChatUserViewSet.as_view(
             {"post": "get_or_create"}, authentication_classes=[SignedUserKeyAuthentication]
         ),
         name="chat-user-get-or-create",
@@ -47,48 +47,50 @@ urlpatterns = [
     # The admin secret has keys made: the official webchat's generateUserKey.
     path(
         "users/key",
-        UserViewSet.as_view({"post": "key"}, authentication_classes=[AdminSecretAuthentication]),
+        ChatUserViewSet.as_view(
+            {"post": "key"}, authentication_classes=[AdminSecretAuthentication]
+        ),
         name="chat-user-key",
     ),
     path(
         "conversations",
-        ConversationViewSet.as_view({"post": "create", "get": "list"}),
+        ChatConversationViewSet.as_view({"post": "create", "get": "list"}),
         name="chat-conversations",
     ),
     path(
         "conversations/get-or-create",
-        ConversationViewSet.as_view({"post": "get_or_create"}),
+        ChatConversationViewSet.as_view({"post": "get_or_create"}),
         name="chat-conversation-get-or-create",
     ),
     re_path(
         rf"^{CONVERSATION}/messages$",
-        MessageViewSet.as_view({"get": "list"}),
+        ChatMessageViewSet.as_view({"get": "list"}),
         name="chat-conversation-messages",
     ),
     re_path(
         rf"^{CONVERSATION}/participants$",
-        ParticipantViewSet.as_view({"get": "list", "post": "create"}),
+        ChatParticipantViewSet.as_view({"get": "list", "post": "create"}),
         name="chat-participants",
     ),
     re_path(
         rf"^{CONVERSATION}/participants/(?P<user_id>.+)$",
-        ParticipantViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        ChatParticipantViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="chat-participant",
     ),
     re_path(
         rf"^{CONVERSATION}$",
-        ConversationViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        ChatConversationViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="chat-conversation",
     ),
-    path("messages", MessageViewSet.as_view({"post": "create"}), name="chat-messages"),
+    path("messages", ChatMessageViewSet.as_view({"post": "create"}), name="chat-messages"),
     path(
         "messages/<str:message_id>/feedback",
-        MessageViewSet.as_view({"put": "feedback_set", "delete": "feedback_remove"}),
+        ChatMessageViewSet.as_view({"put": "feedback_set", "delete": "feedback_remove"}),
         name="chat-message-feedback",
     ),
     path(
         "messages/<str:message_id>",
-        MessageViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
+        ChatMessageViewSet.as_view({"get": "retrieve", "put": "update", "delete": "destroy"}),
         name="chat-message",
     ),
     path("files", ChatFileViewSet.as_view({"post": "create"}), name="chat-files"),

@@ -23,7 +23,7 @@ from chat.throttles import chat_policies
 from platform_site.api.database import database_release
 from platform_site.api.errors import MethodNotFound, RateLimited, ResourceNotFound, Unauthorized
 from platform_site.api.rate_limit import Decision, rate_limit_headers, rate_limit_hit
-from platform_site.domain_errors import MalformedId, NotFound
+from platform_site.foundation.domain_errors import MalformedId, NotFound
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 from chat.event_types import PARTICIPANT_REMOVED
 from chat.live.subscriptions import ListenerDropped, Subscription
-from platform_site import metrics
+from platform_site.observability import metrics
 
 logger = logging.getLogger("chat.live")
 

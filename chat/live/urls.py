@@ -1,7 +1,7 @@
 from django.urls import path, re_path
 
-from chat.live.initialize import webchat_initialize
-from chat.live.views import conversation_listen
+from chat.live.views.initialize import webchat_initialize
+from chat.live.views.listen import conversation_listen
 
 # Included under chat/<str:webhook_id>/ by chat/urls.py, before the interface's
 # routes. A conversation's chat id may hold `/`.

@@ -1,12 +1,12 @@
-# Chat connections' encryption keys, encrypted at rest (platform_site/secret_fields.py).
+# Chat connections' encryption keys, encrypted at rest (platform_site/foundation/secret_fields.py).
 
 from django.db import migrations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import StateApps
 
 import chat.models
-import platform_site.secret_fields
-from platform_site.secret_fields import stored_secrets_decrypt, stored_secrets_encrypt
+import platform_site.foundation.secret_fields
+from platform_site.foundation.secret_fields import stored_secrets_decrypt, stored_secrets_encrypt
 
 
 def encrypt(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
@@ -34,7 +34,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="chatconnection",
             name="encryption_key",
-            field=platform_site.secret_fields.EncryptedCharField(
+            field=platform_site.foundation.secret_fields.EncryptedCharField(
                 default=chat.models.new_encryption_key, max_length=200
             ),
         ),

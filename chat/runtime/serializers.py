@@ -18,15 +18,15 @@ from platform_site.api.fields import (
     TagChangesField,
     TagsField,
 )
-from platform_site.api.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
 from platform_site.api.schema import id_pattern
 from platform_site.api.serializers import ClosedSerializer
+from platform_site.foundation.ids import ID_MAX_LENGTH, ID_MIN_LENGTH
 
 MESSAGE_ORIGINS = ["synthetic"]
 
 
 def discriminate_by_tags_field() -> serializers.ListField:
-    """The names of the tags a get-or-create matches on (platform_site.api.tags.TagMatch)."""
+    """The names of the tags a get-or-create matches on (platform_site.foundation.tags.TagMatch)."""
     return serializers.ListField(
         child=StrictCharField(min_length=1, max_length=TAG_KEY_MAX_LENGTH),
         max_length=TAGS_MAX_COUNT,

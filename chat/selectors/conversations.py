@@ -11,13 +11,13 @@ from django.http import QueryDict
 from bots.models import Bot, Conversation, Participant, User
 from chat.filters import participant_ids_param
 from chat.keys import is_chat_id
-from chat.selectors.lists import bot_list_page
+from chat.selectors.bot_lists import bot_list_page
 from chat.selectors.participants import not_a_participant, takes_part
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.tags import tag_filters
-from platform_site.domain_errors import MalformedId, MissingReference, NotFound
-from platform_site.lookups import object_get
-from platform_site.row_select import column_count, instance_from_row, select_list
+from platform_site.foundation.domain_errors import MalformedId, MissingReference, NotFound
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.pagination import Page, PageRequest, paginate
+from platform_site.foundation.sql.row_select import column_count, instance_from_row, select_list
+from platform_site.foundation.tags import tag_filters
 
 
 @cache

@@ -6,13 +6,13 @@ from django.http import QueryDict
 
 from bots.models import Bot, Conversation, Message, User
 from chat.filters import MessageFilter
+from chat.selectors.bot_lists import bot_list_page
 from chat.selectors.feedback import with_feedback
-from chat.selectors.lists import bot_list_page
 from chat.selectors.participants import participant_object_get
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.query import filter_query
-from platform_site.api.tags import tag_filters
-from platform_site.lookups import object_get
+from platform_site.foundation.filtering import filter_query
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.pagination import Page, PageRequest, paginate
+from platform_site.foundation.tags import tag_filters
 
 
 def _chat_messages() -> QuerySet[Message]:

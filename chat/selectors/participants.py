@@ -6,9 +6,9 @@ from django.db.models import Exists, Model, OuterRef, QuerySet
 
 from bots.models import Conversation, Participant, User
 from chat.keys import is_chat_id
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.domain_errors import MalformedId, NotFound, NotPermitted
-from platform_site.lookups import id_form_check, object_not_found
+from platform_site.foundation.domain_errors import MalformedId, NotFound, NotPermitted
+from platform_site.foundation.lookups import id_form_check, object_not_found
+from platform_site.foundation.pagination import Page, PageRequest, paginate
 
 ModelT = TypeVar("ModelT", bound=Model)
 

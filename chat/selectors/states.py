@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from bots.models import Bot
 from chat.models import STATE_NAME_MAX_LENGTH, State, StateType
-from platform_site.api.ids import is_id
-from platform_site.domain_errors import InvalidValue, MalformedId, NotFound
-from platform_site.lookups import object_not_found
-from platform_site.row_select import instance_from_row, select_list
+from platform_site.foundation.domain_errors import InvalidValue, MalformedId, NotFound
+from platform_site.foundation.ids import is_id
+from platform_site.foundation.lookups import object_not_found
+from platform_site.foundation.sql.row_select import instance_from_row, select_list
 
 # The id prefix and noun of each type's target.
 STATE_TARGETS = {

@@ -4,11 +4,11 @@ from django.http import QueryDict
 
 from bots.models import Bot, User
 from chat.filters import UserFilter
-from chat.selectors.lists import bot_list_page
-from platform_site.api.pagination import Page, PageRequest
-from platform_site.api.query import filter_query
-from platform_site.api.tags import tag_filters
-from platform_site.lookups import object_get
+from chat.selectors.bot_lists import bot_list_page
+from platform_site.foundation.filtering import filter_query
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.pagination import Page, PageRequest
+from platform_site.foundation.tags import tag_filters
 
 
 def chat_user_profile(*, user: User) -> User | None:

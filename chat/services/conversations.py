@@ -12,9 +12,9 @@ from chat.presenters import participant_stream_json
 from chat.selectors.conversations import chat_conversation_find, conversation_get
 from chat.services.get_or_create import tagged_get_or_create
 from chat.services.user_purge import user_engaged
-from platform_site.api.ids import new_id
-from platform_site.api.tags import TagMatch, tags_changed
-from platform_site.domain_errors import AlreadyExists, NotPermitted
+from platform_site.foundation.domain_errors import AlreadyExists, NotPermitted
+from platform_site.foundation.ids import new_id
+from platform_site.foundation.tags import TagMatch, tags_changed
 
 
 @transaction.atomic
@@ -117,7 +117,7 @@ def bot_conversation_get_or_create(
     integration_name: str | None = None,
 ) -> tuple[Conversation, bool]:
     """The bot's conversation in this channel whose tags match
-    (platform_site.api.tags.TagMatch), as it is, else a new one as
+    (platform_site.foundation.tags.TagMatch), as it is, else a new one as
     bot_conversation_create makes it; and whether it was made. A conversation of
     another channel is another conversation, whatever its tags."""
     return tagged_get_or_create(

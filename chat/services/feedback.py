@@ -11,7 +11,7 @@ from bots.models import Message, User
 from chat.event_types import MESSAGE_FEEDBACK
 from chat.models import MessageFeedback
 from events.services.events import EventReferences, event_record
-from platform_site.domain_errors import NotFound, NotPermitted
+from platform_site.foundation.domain_errors import NotFound, NotPermitted
 
 
 @transaction.atomic

@@ -8,7 +8,7 @@ from django.db.models import Model, QuerySet
 
 from bots.models import Bot
 from bots.selectors.references import integration_reference_get
-from platform_site.api.tags import TagMatch
+from platform_site.foundation.tags import TagMatch
 
 ModelT = TypeVar("ModelT", bound=Model)
 

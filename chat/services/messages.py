@@ -26,11 +26,11 @@ from chat.presenters import (
 from chat.selectors.conversations import conversation_reference_and_author
 from chat.services.scheduled_messages import scheduled_message_message
 from events.services.events import EventReferences, event_build, event_stored
-from platform_site.api.ids import new_id_at
-from platform_site.api.tags import TagMatch, tags_changed
-from platform_site.domain_errors import InvalidValue, MissingReference, NotPermitted
-from platform_site.lookups import id_form_check, object_not_found
-from platform_site.row_insert import insert_statement, rows_write, update_statement
+from platform_site.foundation.domain_errors import InvalidValue, MissingReference, NotPermitted
+from platform_site.foundation.ids import new_id_at
+from platform_site.foundation.lookups import id_form_check, object_not_found
+from platform_site.foundation.sql.row_insert import insert_statement, rows_write, update_statement
+from platform_site.foundation.tags import TagMatch, tags_changed
 
 
 def chat_message_create(

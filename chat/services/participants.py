@@ -13,7 +13,7 @@ from chat.selectors.participants import chat_participant_get, not_taking_part
 from chat.selectors.users import chat_user_find
 from chat.services.conversations import owner_only
 from chat.services.user_purge import user_engaged
-from platform_site.domain_errors import MissingReference, NotPermitted
+from platform_site.foundation.domain_errors import MissingReference, NotPermitted
 
 
 @transaction.atomic

@@ -36,9 +36,9 @@ from chat.selectors.states import (
 )
 from chat.services.state_expiry import STATE_REFERENCES, states_retire
 from events.services.events import clock_row_stored
-from platform_site.api.ids import new_id
-from platform_site.domain_errors import NotFound, TooLarge
-from platform_site.row_insert import row_insert
+from platform_site.foundation.domain_errors import NotFound, TooLarge
+from platform_site.foundation.ids import new_id
+from platform_site.foundation.sql.row_insert import row_insert
 
 
 class Keep(Enum):

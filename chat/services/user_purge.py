@@ -19,8 +19,8 @@ from django.db import transaction
 from django.db.models import Exists, ForeignObjectRel, Model, OuterRef, QuerySet
 from django.utils import timezone
 
-from bots.credential_invalidation import credentials_changed
 from bots.models import User
+from platform_site.foundation.credential_invalidation import credentials_changed
 
 
 def user_engaged(*, user: User) -> None:

@@ -5,7 +5,6 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from bots.credential_invalidation import credentials_changed
 from bots.models import Bot, Conversation, User
 from bots.selectors.references import integration_reference_get
 from chat.event_types import PARTICIPANT_REMOVED
@@ -15,10 +14,11 @@ from chat.models import ChatConnection
 from chat.presenters import participant_stream_json
 from chat.selectors.users import chat_user_find
 from chat.services.get_or_create import tagged_get_or_create
-from platform_site.api.ids import new_id
-from platform_site.api.tags import TagMatch, tags_changed
-from platform_site.domain_errors import AlreadyExists
-from platform_site.lookups import object_get
+from platform_site.foundation.credential_invalidation import credentials_changed
+from platform_site.foundation.domain_errors import AlreadyExists
+from platform_site.foundation.ids import new_id
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.tags import TagMatch, tags_changed
 
 
 def _user_insert(
@@ -191,7 +191,7 @@ def user_get_or_create(
     attributes: dict[str, str] | None = None,
     integration_name: str | None = None,
 ) -> tuple[User, bool]:
-    """The bot's user whose tags match (platform_site.api.tags.TagMatch), as
+    """The bot's user whose tags match (platform_site.foundation.tags.TagMatch), as
     it is, else a new one as user_create makes it; and whether it was made."""
     return tagged_get_or_create(
         bot=bot,

@@ -40,7 +40,7 @@ from events.engine.leases import lease_duration, new_lease
 from events.engine.webhook_client import WebhookRequest
 from events.models import Event, EventStatus
 from platform_site.api.fields import format_timestamp
-from platform_site.secret_fields import secret_decrypt
+from platform_site.foundation.secret_fields import secret_decrypt
 
 
 @dataclass

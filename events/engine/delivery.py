@@ -29,7 +29,7 @@ from events.engine.verdicts import Verdict, judge
 from events.engine.webhook_client import WebhookRequest, WebhookResult
 from events.models import FAILURE_REASON_MAX_LENGTH, AttemptOutcome, DeliveryAttempt, Event
 from events.models import EventStatus as Status
-from platform_site.bulk_insert import rows_insert
+from platform_site.foundation.sql.bulk_insert import rows_insert
 
 # Not __name__: failed deliveries' lines keep the logger name log filters know.
 logger = logging.getLogger("events.delivery")

@@ -46,7 +46,7 @@ from events.engine.stats import Period
 from events.engine.wakeups import wake_ups_listen
 from events.engine.webhook_client import Failure, WebhookClient, WebhookResult
 from events.models import EventStatus
-from platform_site import metrics
+from platform_site.observability import metrics
 
 logger = logging.getLogger("events.engine")
 

@@ -27,6 +27,7 @@ from django.conf import settings
 from kombu.exceptions import OperationalError
 
 from events.engine.backoff import failure_backoff
+from platform_site.foundation.jobs import job_send
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.02
 # A wake-up older than this is dropped: claims have found its events by then.
 EXPIRES_SECONDS = 10.0
+# Named rather than imported: the engine sits below the tasks that run it.
+WAKE_DELIVERIES_TASK = "events.tasks.wake_deliveries"
 # Wake-ups the Redis list holds at most: one wakes an engine, which claims
 # all that is due; a few more wake the others of a burst.
 LIST_LENGTH = 4
@@ -55,9 +58,7 @@ def wake_send() -> None:
     if settings.EVENT_WAKE_REDIS_URL:
         _redis_push()
     else:
-        from events.tasks import wake_deliveries
-
-        wake_deliveries.apply_async(expires=EXPIRES_SECONDS, retry=False)
+        job_send(WAKE_DELIVERIES_TASK, after_commit=False, expires=EXPIRES_SECONDS, retry=False)
 
 
 _clients: dict[str, redis.Redis] = {}

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-import platform_site.api.ids
+import platform_site.foundation.ids
 
 
 class Migration(migrations.Migration):
@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
             fields=[
                 (
                     "id",
-                    platform_site.api.ids.PrefixedIdField(
+                    platform_site.foundation.ids.PrefixedIdField(
                         editable=False,
                         max_length=36,
                         prefix="evt",

@@ -1,6 +1,6 @@
 from django.db import migrations, models
 
-from platform_site.migration_ops import AddIndexConcurrently
+from platform_site.foundation.sql.migration_ops import AddIndexConcurrently
 
 
 class Migration(migrations.Migration):

@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from platform_site.table_storage import storage_set
+from platform_site.foundation.sql.table_storage import storage_set
 
 
 class Migration(migrations.Migration):

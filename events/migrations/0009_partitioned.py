@@ -16,8 +16,8 @@ from django.db import migrations, models
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.utils import timezone
 
-from platform_site.api.ids import id_floor
-from platform_site.partitioning import (
+from platform_site.foundation.ids import id_floor
+from platform_site.foundation.sql.partitioning import (
     CONVERTED_SUFFIX,
     is_partitioned,
     partitions,

@@ -78,7 +78,7 @@ ANALYTICS_NAME_MAX_LENGTH = 200
 
 class AnalyticsMinute(models.Model):
     """What a bot counted with trackAnalytics under one name in one minute
-    (UTC): calls add to the row of their minute (events/rollups/analytics.py),
+    (UTC): calls add to the row of their minute (events/services/analytics.py),
     so a busy name costs a row a minute, not a row a call."""
 
     minute = models.DateTimeField()

@@ -4,7 +4,7 @@ from datetime import datetime
 
 from bots.models import Bot
 from events.models import AttemptOutcome, DeliveryAttempt
-from platform_site.api.pagination import Page, PageRequest, paginate
+from platform_site.foundation.pagination import Page, PageRequest, paginate
 
 # A log line's level, by the outcome of the attempt it tells of.
 LOG_LEVELS = {

@@ -6,9 +6,9 @@ from typing import Any
 from bots.models import Bot
 from events.filters import EventFilter
 from events.models import Event
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.query import filter_query
-from platform_site.lookups import object_get
+from platform_site.foundation.filtering import filter_query
+from platform_site.foundation.lookups import object_get
+from platform_site.foundation.pagination import Page, PageRequest, paginate
 
 
 def event_get(*, bot: Bot, event_id: str) -> Event:

@@ -18,9 +18,9 @@ from bots.selectors.references import (
 from events.engine.wakeups import deliveries_wake
 from events.models import Event, EventStatus
 from events.selectors.events import event_get
-from platform_site import metrics
-from platform_site.domain_errors import InvalidValue, MissingReference
-from platform_site.row_insert import row_insert
+from platform_site.foundation.domain_errors import InvalidValue, MissingReference
+from platform_site.foundation.sql.row_insert import row_insert
+from platform_site.observability import metrics
 
 
 def due_time(*, schedule: dict[str, Any] | None, now: datetime) -> datetime:
@@ -145,7 +145,7 @@ def event_build(
     """An event for a bot, not stored yet, with references already checked:
     `pending` when due now (no schedule, a delay of 0, a past dateTime), else
     `scheduled` until a worker finds it due. Stored by event_record, or by a
-    caller that writes it with other rows (platform_site.row_insert), then
+    caller that writes it with other rows (platform_site.foundation.sql.row_insert), then
     event_stored."""
     now = timezone.now()
     due_at = due_time(schedule=schedule, now=now)

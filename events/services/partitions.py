@@ -1,5 +1,5 @@
 """Events and their delivery attempts partitioned on PostgreSQL
-(platform_site/partitioning.py) by when an event was made, EVENT_PARTITION_DAYS
+(platform_site/foundation/sql/partitioning.py) by when an event was made, EVENT_PARTITION_DAYS
 (UTC) days a partition: its id is a ULID, so the id says when, a get by id
 reads one partition, and an event's attempts (partitioned by their event's
 id) share its partition.
@@ -24,8 +24,8 @@ from django.db import connection
 from django.utils import timezone
 
 from events.models import DeliveryAttempt, Event
-from platform_site.api.ids import id_floor
-from platform_site.partitioning import (
+from platform_site.foundation.ids import id_floor
+from platform_site.foundation.sql.partitioning import (
     CONVERTED_SUFFIX,
     LockUnavailable,
     Partition,

@@ -7,7 +7,7 @@ from files.content_types import media_type
 from files.selectors.files import live_file_find
 from files.signed_urls import DownloadGrant
 from files.storage import files_storage
-from platform_site.domain_errors import NotFound, NotPermitted
+from platform_site.foundation.domain_errors import NotFound, NotPermitted
 
 # Shown in the browser; anything else is a download. Bytes a bot uploaded
 # share their origin with the Django admin: an HTML or SVG page shown from

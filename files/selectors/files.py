@@ -7,10 +7,10 @@ from django.utils import timezone
 
 from bots.models import Bot
 from files.models import FILE_KEY_MAX_LENGTH, File, FileStatus
-from platform_site.api.ids import is_id
-from platform_site.api.pagination import Page, PageRequest, paginate
-from platform_site.api.tags import tagged
-from platform_site.domain_errors import MalformedId, NotFound
+from platform_site.foundation.domain_errors import MalformedId, NotFound
+from platform_site.foundation.ids import is_id
+from platform_site.foundation.pagination import Page, PageRequest, paginate
+from platform_site.foundation.tags import tagged
 
 
 def files_live(files: QuerySet[File]) -> QuerySet[File]:

@@ -11,9 +11,9 @@ from bots.models import Bot
 from files.models import File, Passage
 from files.selectors.files import file_not_found, file_reference_check
 from files.selectors.passages_sql import file_passages_json_select
-from platform_site.api.ids import is_id
-from platform_site.api.pagination import Page, PageRequest, keyset_signer, paginate
-from platform_site.domain_errors import InvalidFilter
+from platform_site.foundation.domain_errors import InvalidFilter
+from platform_site.foundation.ids import is_id
+from platform_site.foundation.pagination import Page, PageRequest, keyset_signer, paginate
 
 
 def _passages_list_name(file_id: str, passages_version: int) -> str:

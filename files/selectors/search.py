@@ -21,7 +21,7 @@ from files.models import HEADING_SUBTYPES, File, Passage, PassageSubtype
 from files.selectors.files import files_live
 from files.selectors.search_lexical import passages_ranked_lexically
 from files.selectors.search_semantic import semantic_ranking_start
-from platform_site.api.tags import TagCondition
+from platform_site.foundation.tags import TagCondition
 
 # Reciprocal rank fusion's constant (Cormack et al.'s 60): how far down a
 # ranker's list still counts.

@@ -6,8 +6,8 @@ from django.db import connection
 from django.utils import timezone
 
 from bots.models import Bot
-from platform_site.api.pagination import Page, PageRequest, keyset_signer
-from platform_site.domain_errors import InvalidFilter
+from platform_site.foundation.domain_errors import InvalidFilter
+from platform_site.foundation.pagination import Page, PageRequest, keyset_signer
 
 # `j` is each (key, value) of a live file's tags; {column} is the one listed.
 _DISTINCT = """

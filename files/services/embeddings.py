@@ -1,7 +1,7 @@
 """Sentence embeddings of a file's passages, written beside them.
 
 Indexing embeds a file's passages in the same pass as it extracts them and
-writes both in one transaction (files/services/indexing.py). Passages set
+writes both in one transaction (files/services/file_index.py). Passages set
 through the API, those of a file too long to embed in indexing's pass, and
 those indexed before semantic search are embedded afterwards: their file
 gets an `embeddings_due_at`, a task embeds it (a slice a run) after the
@@ -14,10 +14,8 @@ Headings are not embedded, as they are not ranked (files/selectors/search_lexica
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
@@ -28,11 +26,12 @@ from files.embeddings.model import MODEL_ID, model
 from files.embeddings.vectors import positions_count, vectors_pack, vectors_unpack
 from files.models import HEADING_SUBTYPES, File, FileEmbeddings, FileStatus, Passage
 from files.passage_data import PassageData
+from platform_site.foundation.jobs import job_send
 
 if TYPE_CHECKING:
     import numpy as np
 
-# Named rather than imported, as INDEX_FILE_TASK (files/services/status.py).
+# Named rather than imported, as INDEX_FILE_TASK (files/services/file_status.py).
 EMBED_FILE_TASK = "files.tasks.embed_file"
 # Passages a run of the task embeds (about 25 s on 2 cores), so that a file
 # of any size is embedded within the task's time limit, slice after slice.
@@ -89,8 +88,7 @@ def file_embeddings_due(*, file: File) -> None:
     once the caller's transaction commits (the caller saves the file)."""
     file.embeddings_due_at = timezone.now() + _grace()
     if settings.FILE_SEARCH_SEMANTIC:
-        embed_file = current_app.tasks[EMBED_FILE_TASK]
-        transaction.on_commit(partial(embed_file.delay, file.id))
+        job_send(EMBED_FILE_TASK, file.id)
 
 
 def file_embed(*, file_id: str) -> bool:

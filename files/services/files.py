@@ -12,14 +12,14 @@ from bots.models import Bot
 from files.content_types import content_type_for_key
 from files.models import File
 from files.passage_data import PassageData
-from files.services.status import (
+from files.services.file_status import (
     file_status_indexing_completed,
     file_status_indexing_pending,
     file_status_upload_pending,
 )
 from files.storage import blob_delete_on_commit
-from platform_site.api.tags import tags_changed
-from platform_site.domain_errors import InvalidValue
+from platform_site.foundation.domain_errors import InvalidValue
+from platform_site.foundation.tags import tags_changed
 
 
 @transaction.atomic
@@ -113,7 +113,7 @@ def file_reindex(*, file: File, enqueue: bool = True) -> File:
     """Index a file's content again (after a parser upgrade, or with another
     chunk length). Its current passages stay readable until the new set
     replaces them. With `enqueue=False` no task is sent: the caller runs
-    files.services.indexing.file_index on the answer itself (housekeeping
+    files.services.file_index.file_index on the answer itself (housekeeping
     queues the file should it never do so)."""
     locked = File.objects.select_for_update().get(id=file.id)
     if not locked.has_content:

@@ -1,6 +1,6 @@
 """Writes on a file's passages: replaced as a set, in bulk, or cleared. A
 file's status says which passages it has, so these are called through the
-status transitions (files/services/status.py)."""
+status transitions (files/services/file_status.py)."""
 
 from collections.abc import Sequence
 
@@ -8,8 +8,8 @@ from django.db import transaction
 
 from files.models import File, FileEmbeddings, Passage
 from files.passage_data import PassageData
-from platform_site.api.ids import new_id
-from platform_site.bulk_insert import rows_insert
+from platform_site.foundation.ids import new_id
+from platform_site.foundation.sql.bulk_insert import rows_insert
 
 _FIELDS = (
     "id",

@@ -12,9 +12,9 @@ from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from platform_site import domain_errors
 from platform_site.api import errors
 from platform_site.api.database import database_pool_check
+from platform_site.foundation import domain_errors
 
 logger = logging.getLogger("platform_site.errors")
 _COMPACT = {"separators": (",", ":")}

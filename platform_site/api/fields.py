@@ -11,6 +11,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from platform_site.foundation.tags import TAGS_MAX_COUNT
+
 
 def format_timestamp(value: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and a Z: 2026-11-22T10:00:00.000Z."""
@@ -117,7 +119,6 @@ class TimestampField(serializers.Field):
 
 TAG_KEY_MAX_LENGTH = 100
 TAG_VALUE_MAX_LENGTH = 500
-TAGS_MAX_COUNT = 50
 
 
 @extend_schema_field(
@@ -185,7 +186,7 @@ class RemovableTagsField(TagsField):
 @extend_schema_field(_REMOVABLE_TAGS_SCHEMA)
 class TagChangesField(serializers.Field):
     """Changes to tags (or to any object of strings): a string sets its key,
-    null or "" removes it (None); platform_site.api.tags.tags_changed applies them."""
+    null or "" removes it (None); platform_site.foundation.tags.tags_changed applies them."""
 
     def to_internal_value(self, data: Any) -> dict[str, str | None]:
         return _tag_changes_valid(data)

@@ -39,7 +39,7 @@ from django.conf import settings
 from redis.connection import parse_url
 from redis.exceptions import NoScriptError
 
-from platform_site import metrics
+from platform_site.observability import metrics
 
 logger = logging.getLogger("platform_site.rate_limit")
 

@@ -31,7 +31,7 @@ from uritemplate import variables
 
 from platform_site.api import errors
 from platform_site.api.fields import HTTP_URL_RE
-from platform_site.api.ids import ULID_LENGTH
+from platform_site.foundation.ids import ULID_LENGTH
 
 # Any string the API takes: PostgreSQL stores no NUL character (U+0000).
 NO_NUL_PATTERN = r"^[^\x00]*$"
@@ -168,7 +168,7 @@ TAGS = OpenApiParameter(
 )
 
 
-# A view method bearing this attribute (set by bots.idempotency.idempotent_create)
+# A view method bearing this attribute (set by platform_site.api.idempotency.idempotent_create)
 # takes an Idempotency-Key: its operation documents the header and its answers.
 TAKES_IDEMPOTENCY_KEY = "takes_idempotency_key"
 IDEMPOTENCY_KEY_MAX_LENGTH = 255

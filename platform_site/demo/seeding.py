@@ -23,9 +23,9 @@ from chat.services.connections import chat_connection_create
 from chat.services.conversations import conversation_create
 from chat.services.users import chat_user_create
 from files.models import File
+from files.services.file_index import file_index
+from files.services.file_uploads import file_upload_receive
 from files.services.files import file_upsert
-from files.services.indexing import file_index
-from files.services.uploads import file_upload_receive
 from files.signed_urls import UploadGrant
 
 DEMO_CHAPTERS = 5

@@ -4,8 +4,8 @@ from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, models
 
-from platform_site.progress import command_progress
-from platform_site.secret_fields import (
+from platform_site.foundation.progress import command_progress
+from platform_site.foundation.secret_fields import (
     EncryptedCharField,
     UndecryptableSecret,
     stored_secrets_count,

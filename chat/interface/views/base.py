@@ -13,7 +13,7 @@ from platform_site.api.errors import ResourceNotFound
 from platform_site.api.views import ApiViewSet
 
 
-class ChatViewSet(ApiViewSet):
+class ChatInterfaceViewSet(ApiViewSet):
     """A resource under {chat_url}/{webhook_id}: the connection is found
     first, so that an unknown webhook id is a 404 whatever the method or the
     credentials."""
@@ -35,7 +35,7 @@ class ChatViewSet(ApiViewSet):
         return False
 
 
-class HelloViewSet(ChatViewSet):
+class ChatHelloViewSet(ChatInterfaceViewSet):
     authentication_classes = []
     permissions_by_action = {"hello": [AllowAny]}
 

@@ -3,18 +3,18 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
 from chat.interface.serializers import ChatEventCreateSerializer
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
 from chat.presenters import chat_event_json
 from chat.principals import chat_principal
 from chat.selectors.chat_events import chat_event_get
 from chat.services.chat_events import chat_event_create
+from platform_site.api.idempotency import idempotent_create
 from platform_site.api.schema import ERRORS
 
 
-class ChatEventViewSet(ChatViewSet):
+class ChatEventViewSet(ChatInterfaceViewSet):
     permissions_by_action = {"create": [IsChatUser], "retrieve": [IsChatUser]}
 
     @extend_schema(

@@ -3,12 +3,11 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
 from chat.interface.serializers import (
     ConversationCreateSerializer,
     ConversationGetOrCreateSerializer,
 )
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
 from chat.presenters import conversation_chat_json
 from chat.principals import chat_principal
@@ -18,11 +17,12 @@ from chat.services.conversations import (
     conversation_delete,
     conversation_get_or_create,
 )
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
 from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.foundation.pagination import page_request
 
 
-class ConversationViewSet(ChatViewSet):
+class ChatConversationViewSet(ChatInterfaceViewSet):
     permissions_by_action = {
         "create": [IsChatUser],
         "list": [IsChatUser],

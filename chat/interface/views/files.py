@@ -4,7 +4,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.interface.serializers import ChatFileCreateSerializer
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
 from chat.principals import chat_principal
 from chat.services.files import chat_file_create
@@ -13,7 +13,7 @@ from files.signed_urls import download_url
 from platform_site.api.schema import ERRORS
 
 
-class ChatFileViewSet(ChatViewSet):
+class ChatFileViewSet(ChatInterfaceViewSet):
     permissions_by_action = {"create": [IsChatUser]}
 
     @extend_schema(

@@ -3,13 +3,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
 from chat.interface.serializers import (
     ChatMessageCreateSerializer,
     ChatMessageUpdateSerializer,
     FeedbackSerializer,
 )
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
 from chat.presenters import message_chat_json
 from chat.principals import chat_principal
@@ -17,11 +16,12 @@ from chat.selectors.conversations import chat_conversation_get
 from chat.selectors.messages import chat_message_get, chat_messages_list
 from chat.services.feedback import feedback_remove, feedback_set
 from chat.services.messages import chat_message_create, chat_message_delete, chat_message_update
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.foundation.pagination import page_request
 
 
-class MessageViewSet(ChatViewSet):
+class ChatMessageViewSet(ChatInterfaceViewSet):
     permissions_by_action = {
         "create": [IsChatUser],
         "retrieve": [IsChatUser],

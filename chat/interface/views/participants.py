@@ -3,20 +3,20 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
 from chat.interface.serializers import ParticipantAddSerializer
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
 from chat.presenters import participant_chat_json, user_chat_json
 from chat.principals import chat_principal
 from chat.selectors.conversations import chat_conversation_get
 from chat.selectors.participants import chat_participant_get, participants_list
 from chat.services.participants import chat_participant_add, chat_participant_remove
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.foundation.pagination import page_request
 
 
-class ParticipantViewSet(ChatViewSet):
+class ChatParticipantViewSet(ChatInterfaceViewSet):
     permissions_by_action = {
         "list": [IsChatUser],
         "create": [IsChatUser],

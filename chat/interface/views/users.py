@@ -6,7 +6,6 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
 from bots.models import User
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.credentials import chat_user_for_key
@@ -17,7 +16,7 @@ from chat.interface.serializers import (
     UserUpdateSerializer,
     user_data_sized,
 )
-from chat.interface.views.base import ChatViewSet
+from chat.interface.views.base import ChatInterfaceViewSet
 from chat.keys import InvalidUserKey, signed_object_read, user_key_issue
 from chat.models import ChatConnection
 from chat.permissions import HoldsSignedKey, IsChatAdmin, IsChatUser, IssuesUserKeys
@@ -37,6 +36,7 @@ from chat.services.users import (
     user_delete,
 )
 from platform_site.api.errors import Unauthorized
+from platform_site.api.idempotency import idempotent_create
 from platform_site.api.schema import ERROR, ERRORS
 
 
@@ -74,7 +74,7 @@ def _key_user_profile(request: Request) -> User:
     return profile
 
 
-class UserViewSet(ChatViewSet):
+class ChatUserViewSet(ChatInterfaceViewSet):
     """The key's user. Three routes take other credentials than a user key
     (chat/interface/urls.py names their authenticators): `create`, where a
     client without a key gets one, `get_or_create`, whose key may name a

@@ -3,15 +3,15 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.permissions import CanWriteMessages
-from bots.principals import bot_principal
 from chat.runtime.serializers import AnalyticsTrackSerializer
-from chat.runtime.views.base import RuntimeChatViewSet
-from events.rollups.analytics import analytics_track
+from chat.runtime.views.base import RuntimeViewSet
+from events.services.analytics import analytics_track
+from platform_site.api.permissions import CanWriteMessages
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import ERRORS
 
 
-class AnalyticsViewSet(RuntimeChatViewSet):
+class RuntimeAnalyticsViewSet(RuntimeViewSet):
     """What a bot counts: figures of its own, by name and minute, that the
     Django admin's dashboard shows."""
 

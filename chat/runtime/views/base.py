@@ -1,8 +1,8 @@
 """What every runtime chat resource shares: the bot token scheme."""
 
-from bots.authentication import BotTokenAuthentication
+from platform_site.api.token_authentication import BotTokenAuthentication
 from platform_site.api.views import ApiViewSet
 
 
-class RuntimeChatViewSet(ApiViewSet):
+class RuntimeViewSet(ApiViewSet):
     authentication_classes = [BotTokenAuthentication]

@@ -3,9 +3,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadChat, CanWriteMessages
-from bots.principals import bot_principal
 from chat.filters import PARTICIPANT_IDS_MAX
 from chat.presenters import conversation_runtime_json
 from chat.runtime.serializers import (
@@ -13,7 +10,7 @@ from chat.runtime.serializers import (
     RuntimeConversationGetOrCreateSerializer,
     RuntimeConversationUpdateSerializer,
 )
-from chat.runtime.views.base import RuntimeChatViewSet
+from chat.runtime.views.base import RuntimeViewSet
 from chat.selectors.conversations import conversation_get, conversations_list
 from chat.services.conversations import (
     bot_conversation_create,
@@ -21,7 +18,9 @@ from chat.services.conversations import (
     bot_conversation_get_or_create,
     bot_conversation_update,
 )
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadChat, CanWriteMessages
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
     ERRORS,
     NEXT_TOKEN,
@@ -29,9 +28,10 @@ from platform_site.api.schema import (
     TAGS,
     blank_or,
 )
+from platform_site.foundation.pagination import page_request
 
 
-class ConversationViewSet(RuntimeChatViewSet):
+class RuntimeConversationViewSet(RuntimeViewSet):
     permissions_by_action = {
         "create": [CanWriteMessages],
         "list": [CanReadChat],

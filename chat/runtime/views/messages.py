@@ -7,16 +7,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadChat, CanWriteMessages
-from bots.principals import bot_principal
 from chat.presenters import message_runtime_json
 from chat.runtime.serializers import (
     BotMessageCreateSerializer,
     BotMessageGetOrCreateSerializer,
     BotMessageUpdateSerializer,
 )
-from chat.runtime.views.base import RuntimeChatViewSet
+from chat.runtime.views.base import RuntimeViewSet
 from chat.selectors.messages import message_get, messages_list
 from chat.services.messages import (
     bot_message_create,
@@ -25,7 +22,9 @@ from chat.services.messages import (
     bot_message_update,
 )
 from events.services.events import due_time
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadChat, CanWriteMessages
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
     ERRORS,
     NEXT_TOKEN,
@@ -33,6 +32,7 @@ from platform_site.api.schema import (
     TAGS,
     query_id_filter,
 )
+from platform_site.foundation.pagination import page_request
 
 
 def _due_at(data: dict[str, Any]) -> datetime | None:
@@ -40,7 +40,7 @@ def _due_at(data: dict[str, Any]) -> datetime | None:
     return None if schedule is None else due_time(schedule=schedule, now=timezone.now())
 
 
-class MessageViewSet(RuntimeChatViewSet):
+class RuntimeMessageViewSet(RuntimeViewSet):
     permissions_by_action = {
         "create": [CanWriteMessages],
         "list": [CanReadChat],

@@ -3,20 +3,20 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadChat, CanWriteMessages
-from bots.principals import bot_principal
 from chat.presenters import participant_runtime_json, user_runtime_json
 from chat.runtime.serializers import RuntimeParticipantAddSerializer
-from chat.runtime.views.base import RuntimeChatViewSet
+from chat.runtime.views.base import RuntimeViewSet
 from chat.selectors.conversations import conversation_get
 from chat.selectors.participants import participant_get, participants_list
 from chat.services.participants import bot_participant_add, bot_participant_remove
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadChat, CanWriteMessages
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.foundation.pagination import page_request
 
 
-class ParticipantViewSet(RuntimeChatViewSet):
+class RuntimeParticipantViewSet(RuntimeViewSet):
     """A conversation's participants, as the bot sees them: users in their
     runtime shape. The bot adds any user of its own to any of its
     conversations, and removes anyone (the chat interface's owner too, who

@@ -5,9 +5,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadChat, CanWriteMessages
-from bots.principals import bot_principal
 from chat.models import STATE_PAYLOAD_MAX_BYTES
 from chat.presenters import state_json
 from chat.runtime.state_schema import (
@@ -21,7 +18,7 @@ from chat.runtime.state_serializers import (
     StatePatchSerializer,
     StateSetSerializer,
 )
-from chat.runtime.views.base import RuntimeChatViewSet
+from chat.runtime.views.base import RuntimeViewSet
 from chat.selectors.states import StateKey, state_get, state_key
 from chat.services.states import (
     KEEP,
@@ -31,6 +28,9 @@ from chat.services.states import (
     state_patch,
     state_set,
 )
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadChat, CanWriteMessages
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import ERRORS
 from platform_site.api.serializers import ClosedSerializer
 
@@ -64,7 +64,7 @@ def _change_schema(
     )
 
 
-class StateViewSet(RuntimeChatViewSet):
+class RuntimeStateViewSet(RuntimeViewSet):
     """The bot's states: named JSON payloads on its conversations, users,
     workflows and on itself, as the hosted runtime API keeps them."""
 

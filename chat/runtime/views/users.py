@@ -3,19 +3,18 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from bots.idempotency import idempotent_create
-from bots.permissions import CanReadChat, CanWriteMessages
-from bots.principals import bot_principal
 from chat.presenters import user_runtime_json
 from chat.runtime.serializers import (
     RuntimeUserCreateSerializer,
     RuntimeUserGetOrCreateSerializer,
     RuntimeUserUpdateSerializer,
 )
-from chat.runtime.views.base import RuntimeChatViewSet
+from chat.runtime.views.base import RuntimeViewSet
 from chat.selectors.users import user_get, users_list
 from chat.services.users import user_create, user_delete, user_get_or_create, user_update
-from platform_site.api.pagination import page_request
+from platform_site.api.idempotency import idempotent_create
+from platform_site.api.permissions import CanReadChat, CanWriteMessages
+from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
     ERRORS,
     NEXT_TOKEN,
@@ -23,9 +22,10 @@ from platform_site.api.schema import (
     TAGS,
     query_id_filter,
 )
+from platform_site.foundation.pagination import page_request
 
 
-class UserViewSet(RuntimeChatViewSet):
+class RuntimeUserViewSet(RuntimeViewSet):
     permissions_by_action = {
         "create": [CanWriteMessages],
         "list": [CanReadChat],

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 
 from events.services.retention import events_expired_count, events_purge_expired_batches
-from platform_site.progress import command_progress
+from platform_site.foundation.progress import command_progress
 
 
 class Command(BaseCommand):

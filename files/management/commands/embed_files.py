@@ -7,7 +7,7 @@ from bots.models import Bot
 from files.embeddings.model import model
 from files.models import File
 from files.services.embeddings import file_embed, files_mark_embeddings_due
-from platform_site.progress import command_progress
+from platform_site.foundation.progress import command_progress
 
 
 class Command(BaseCommand):

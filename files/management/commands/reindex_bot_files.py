@@ -7,10 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 from bots.models import Bot
 from files.models import File
 from files.selectors.files import files_reindexable
+from files.services.file_index import IndexingOutcome, file_index
 from files.services.files import file_reindex
-from files.services.indexing import IndexingOutcome, file_index
-from platform_site.domain_errors import InvalidValue
-from platform_site.progress import command_progress
+from platform_site.foundation.domain_errors import InvalidValue
+from platform_site.foundation.progress import command_progress
 
 
 class Command(BaseCommand):
