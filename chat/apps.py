@@ -6,7 +6,7 @@ class ChatConfig(AppConfig):
     verbose_name = "Chat interface"
 
     def ready(self) -> None:
-        from chat import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from chat import openapi  # noqa: F401 - registers the OpenAPI auth extension
         from chat.selectors.scheduled_messages import scheduled_message_next_due
         from chat.selectors.states import state_next_expiry
         from chat.services.scheduled_messages import scheduled_messages_publish

@@ -120,7 +120,7 @@ BLOC_ITEM_TYPES: dict[str, type[_Payload]] = {
 }
 
 
-# Its schema is chat.schema.BlocItemScheme's.
+# Its schema is chat.openapi.BlocItemScheme's.
 class BlocItem(serializers.Field):
     """An item of a bloc: `{type, payload: {...}}` as the hosted API's clients
     send it, or the same fields flat beside `type`."""

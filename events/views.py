@@ -1,18 +1,18 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from events.answers import EventAnswerSerializer, EventPageSerializer
 from events.models import EventStatus
 from events.presenters import event_json
 from events.selectors.events import event_get, events_list
 from events.serializers import EventCreateSerializer
 from events.services.events import event_cancel, event_create
+from platform_site.api.answers import Answers, EmptyAnswerSerializer
 from platform_site.api.idempotency import idempotent_create
 from platform_site.api.permissions import CanReadRuntime, CanWriteEvents
 from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
-    ERRORS,
     NEXT_TOKEN,
     PAGE_SIZE,
     blank_or,
@@ -27,6 +27,8 @@ from platform_site.foundation.pagination import page_request
 class EventViewSet(ApiViewSet):
     """A bot's events."""
 
+    answers = Answers(one=EventAnswerSerializer, page=EventPageSerializer)
+
     authentication_classes = [BotTokenAuthentication]
     permissions_by_action = {
         "create": [CanWriteEvents],
@@ -39,7 +41,6 @@ class EventViewSet(ApiViewSet):
         summary="Create an event",
         operation_id="createEvent",
         request=EventCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
         parameters=[
             OpenApiParameter(
                 "x-integration-id",
@@ -88,7 +89,6 @@ class EventViewSet(ApiViewSet):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request) -> Response:
         principal = bot_principal(request)
@@ -100,7 +100,6 @@ class EventViewSet(ApiViewSet):
     @extend_schema(
         summary="Get an event",
         operation_id="getEvent",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, event_id: str) -> Response:
         event = event_get(bot=bot_principal(request).bot, event_id=event_id)
@@ -109,7 +108,7 @@ class EventViewSet(ApiViewSet):
     @extend_schema(
         summary="Cancel a scheduled event (400 once it is no longer scheduled)",
         operation_id="cancelScheduledEvent",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: EmptyAnswerSerializer},
     )
     def cancel(self, request: Request, event_id: str) -> Response:
         event_cancel(bot=bot_principal(request).bot, event_id=event_id)

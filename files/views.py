@@ -9,6 +9,14 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from files.answers import (
+    FileAnswerSerializer,
+    FilePageSerializer,
+    FileTagPageSerializer,
+    FileTagValuePageSerializer,
+    PassagePageSerializer,
+    SearchAnswerSerializer,
+)
 from files.models import FILE_KEY_MAX_LENGTH
 from files.passage_data import PassageData
 from files.presenters import file_json, passages_page_body, search_hit_json
@@ -37,11 +45,12 @@ from files.services.files import (
 from files.signed_urls import DownloadGrant, UploadGrant, download_grant, upload_grant
 from files.streaming import content_chunks
 from files.throttles import SignedUrlRateLimit
+from platform_site.api.answers import Answers
 from platform_site.api.database import database_release
 from platform_site.api.permissions import CanReadRuntime, CanWriteFiles
 from platform_site.api.principals import bot_principal
 from platform_site.api.query import validate_query
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
+from platform_site.api.schema import NEXT_TOKEN, PAGE_SIZE, TAGS
 from platform_site.api.token_authentication import BotTokenAuthentication
 from platform_site.api.views import ApiViewSet
 from platform_site.foundation.pagination import page_request
@@ -113,6 +122,8 @@ class EncodedJSONResponse(HttpResponse):
 class FileViewSet(ApiViewSet):
     """A bot's files and their passages, by the bot's token."""
 
+    answers = Answers(one=FileAnswerSerializer, page=FilePageSerializer)
+
     authentication_classes = [BotTokenAuthentication]
     path_parameters = [FILE_ID_OR_KEY]
     permissions_by_action = {
@@ -129,7 +140,6 @@ class FileViewSet(ApiViewSet):
         summary="List the bot's files, newest first",
         operation_id="listFiles",
         parameters=[TAGS, NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request) -> Response:
         page = files_list(
@@ -143,7 +153,7 @@ class FileViewSet(ApiViewSet):
         summary="Create or replace a file by key; answers its upload URL",
         operation_id="upsertFile",
         request=FileUpsertSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: FileAnswerSerializer},
     )
     def upsert(self, request: Request) -> Response:
         serializer = FileUpsertSerializer(data=request.data)
@@ -168,7 +178,6 @@ class FileViewSet(ApiViewSet):
     @extend_schema(
         summary="Get a file by id or key",
         operation_id="getFile",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, file_id: str) -> Response:
         file = file_get(bot=bot_principal(request).bot, id_or_key=file_id)
@@ -178,7 +187,6 @@ class FileViewSet(ApiViewSet):
         summary="Update a file's tags, metadata, access policies or expiry (not its content)",
         operation_id="updateFileMetadata",
         request=FileMetadataSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def update(self, request: Request, file_id: str) -> Response:
         serializer = FileMetadataSerializer(data=request.data)
@@ -192,7 +200,6 @@ class FileViewSet(ApiViewSet):
     @extend_schema(
         summary="Delete a file, its passages and its content",
         operation_id="deleteFile",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, file_id: str) -> Response:
         file_delete(file=file_get(bot=bot_principal(request).bot, id_or_key=file_id))
@@ -202,7 +209,7 @@ class FileViewSet(ApiViewSet):
         summary="List a file's passages",
         operation_id="listFilePassages",
         parameters=[PASSAGES_LIMIT, PASSAGES_PAGE_SIZE, NEXT_TOKEN],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: PassagePageSerializer},
     )
     def passages(self, request: Request, file_id: str) -> EncodedJSONResponse:
         principal = bot_principal(request)
@@ -217,7 +224,7 @@ class FileViewSet(ApiViewSet):
         summary="Set a file's passages directly",
         operation_id="setFilePassages",
         request=PassagesSetSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: FileAnswerSerializer},
     )
     def passages_set(self, request: Request, file_id: str) -> Response:
         serializer = PassagesSetSerializer(data=request.data)
@@ -286,7 +293,7 @@ class FileSearchViewSet(ApiViewSet):
                 )
             ),
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: SearchAnswerSerializer},
     )
     def search(self, request: Request) -> Response:
         query = validate_query(FileSearchQuery, request.query_params)
@@ -308,7 +315,7 @@ class FileSearchViewSet(ApiViewSet):
         summary="List the tags the bot's files carry, in order",
         operation_id="listFileTags",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: FileTagPageSerializer},
     )
     def tags(self, request: Request) -> Response:
         page = file_tags_page(
@@ -324,7 +331,7 @@ class FileSearchViewSet(ApiViewSet):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: FileTagValuePageSerializer},
     )
     def tag_values(self, request: Request, tag: str) -> Response:
         page = file_tag_values_page(
@@ -370,7 +377,7 @@ class FileContentViewSet(ApiViewSet):
         ),
         operation_id="uploadFileContent",
         request={"*/*": OpenApiTypes.BINARY},
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: FileAnswerSerializer},
     )
     def upload(self, request: Request, token: str) -> Response:
         grant = upload_grant(token)
@@ -387,7 +394,7 @@ class FileContentViewSet(ApiViewSet):
         summary="Download a file's content (its url)",
         description="A file's `url`: signed, so no Authorization.",
         operation_id="downloadFileContent",
-        responses={(200, "*/*"): OpenApiTypes.BINARY, **ERRORS},
+        responses={(200, "*/*"): OpenApiTypes.BINARY},
     )
     def download(self, request: Request, token: str) -> FileResponse:
         download = file_download_open(grant=download_grant(token))

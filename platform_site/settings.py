@@ -330,7 +330,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_GENERATE_CHOICE_DESCRIPTION": False,
     # Enums stay where they are used: each payload's `type` has its own.
     "POSTPROCESSING_HOOKS": [
-        "chat.schema.add_live_stream",
+        "chat.openapi.add_live_stream",
         "platform_site.api.schema.postprocess_schema",
     ],
     "TAGS": [
@@ -684,48 +684,30 @@ if DASHBOARD_ROLLUP_KEEP_HOURS < 24:
 
 # --- Beat schedule ---
 # Every periodic job, here and nowhere else: a task of an app's tasks.py
-# (README: Layout), run this often (seconds), each run expiring when the next
+# (README: Layout), run every so many seconds, each run expiring when the next
 # is due so that a stopped worker does not find a pile of them.
+
+
+def _every(seconds: float, task: str) -> dict[str, object]:
+    return {"task": task, "schedule": seconds, "options": {"expires": seconds}}
+
+
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
-    "requeue-stalled-indexing": {
-        "task": "files.tasks.requeue_stalled_indexing",
-        "schedule": FILE_HOUSEKEEPING_INTERVAL,
-        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
-    },
-    "embed-due-files": {
-        "task": "files.tasks.embed_due_files",
-        "schedule": FILE_HOUSEKEEPING_INTERVAL,
-        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
-    },
-    "delete-expired-files": {
-        "task": "files.tasks.delete_expired_files",
-        "schedule": FILE_HOUSEKEEPING_INTERVAL,
-        "options": {"expires": FILE_HOUSEKEEPING_INTERVAL},
-    },
-    "purge-expired-events": {
-        "task": "events.tasks.purge_expired_events",
-        "schedule": EVENT_RETENTION_INTERVAL,
-        "options": {"expires": EVENT_RETENTION_INTERVAL},
-    },
-    "make-event-partitions": {
-        "task": "events.tasks.make_event_partitions",
-        "schedule": EVENT_PARTITIONS_INTERVAL,
-        "options": {"expires": EVENT_PARTITIONS_INTERVAL},
-    },
-    "purge-expired-idempotency-keys": {
-        "task": "bots.tasks.purge_expired_idempotency_keys",
-        "schedule": IDEMPOTENCY_PURGE_INTERVAL,
-        "options": {"expires": IDEMPOTENCY_PURGE_INTERVAL},
-    },
-    "purge-stale-chat-users": {
-        "task": "chat.tasks.purge_stale_chat_users",
-        "schedule": CHAT_ANONYMOUS_USER_PURGE_INTERVAL,
-        "options": {"expires": CHAT_ANONYMOUS_USER_PURGE_INTERVAL},
-    },
-    "roll-up-dashboard": {
-        "task": "events.tasks.roll_up_dashboard",
-        "schedule": DASHBOARD_ROLLUP_INTERVAL,
-        "options": {"expires": DASHBOARD_ROLLUP_INTERVAL},
-    },
+    "requeue-stalled-indexing": _every(
+        FILE_HOUSEKEEPING_INTERVAL, "files.tasks.requeue_stalled_indexing"
+    ),
+    "embed-due-files": _every(FILE_HOUSEKEEPING_INTERVAL, "files.tasks.embed_due_files"),
+    "delete-expired-files": _every(FILE_HOUSEKEEPING_INTERVAL, "files.tasks.delete_expired_files"),
+    "purge-expired-events": _every(EVENT_RETENTION_INTERVAL, "events.tasks.purge_expired_events"),
+    "make-event-partitions": _every(
+        EVENT_PARTITIONS_INTERVAL, "events.tasks.make_event_partitions"
+    ),
+    "purge-expired-idempotency-keys": _every(
+        IDEMPOTENCY_PURGE_INTERVAL, "bots.tasks.purge_expired_idempotency_keys"
+    ),
+    "purge-stale-chat-users": _every(
+        CHAT_ANONYMOUS_USER_PURGE_INTERVAL, "chat.tasks.purge_stale_chat_users"
+    ),
+    "roll-up-dashboard": _every(DASHBOARD_ROLLUP_INTERVAL, "events.tasks.roll_up_dashboard"),
 }
 # --- end of Beat schedule ---

@@ -75,6 +75,30 @@ def test_every_operation_states_its_error_answers_with_the_one_body(document):
             assert schema["allOf"][1]["properties"]["code"] == {"const": int(status)}
 
 
+def test_every_json_answer_is_a_named_schema(document):
+    """No untyped 2xx body: each is a component, so a client generator names it."""
+    untyped = [
+        (method, path, status)
+        for path, method, operation in operations(document)
+        for status, response in operation["responses"].items()
+        if status.startswith("2")
+        for media, content in response.get("content", {}).items()
+        if media == "application/json" and "$ref" not in content["schema"]
+    ]
+    assert untyped == []
+
+
+def test_an_answer_of_nothing_is_a_closed_empty_object(document):
+    [operation] = [
+        op for _, _, op in operations(document) if op["operationId"] == "deleteConversation"
+    ]
+    schema = resolve(
+        document, operation["responses"]["200"]["content"]["application/json"]["schema"]
+    )
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert "properties" not in schema
+
+
 def test_the_error_body_names_every_error_type(document):
     body = document["components"]["schemas"]["ErrorBody"]
     assert set(body["required"]) == {"id", "code", "type", "message"}

@@ -2,15 +2,15 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from adminapi.answers import AuditRecordListSerializer
 from adminapi.presenters import audit_record_json
-from adminapi.schema import AuditRecordListSerializer
 from adminapi.serializers import AuditRecordQuery
 from adminapi.views.base import AdminViewSet
 from bots.selectors.audit_records import audit_records_list, audit_workspace_check
 from platform_site.api.permissions import CanReadAudit
 from platform_site.api.principals import workspace_principal
 from platform_site.api.query import validate_query
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import NEXT_TOKEN, PAGE_SIZE
 from platform_site.foundation.pagination import page_request
 
 
@@ -21,7 +21,7 @@ class AuditRecordViewSet(AdminViewSet):
         summary="List the workspace's audit records, newest first",
         operation_id="getAuditRecords",
         parameters=[AuditRecordQuery, NEXT_TOKEN, PAGE_SIZE],
-        responses={200: AuditRecordListSerializer, **ERRORS},
+        responses={200: AuditRecordListSerializer},
     )
     def list(self, request: Request, workspace_id: str) -> Response:
         workspace = workspace_principal(request).workspace

@@ -1,22 +1,22 @@
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from adminapi.answers import BotAnswerSerializer, BotListSerializer, BotLogPageSerializer
 from adminapi.presenters import bot_json, bot_log_json, bot_summary_json
-from adminapi.schema import BotAnswerSerializer, BotListSerializer
 from adminapi.serializers import BotListQuery, BotLogQuery, BotWriteSerializer
 from adminapi.views.base import AdminViewSet, request_actor
 from bots.selectors.bots import bot_get, bots_list
 from bots.services.bots import bot_create, bot_delete, bot_update
 from events.selectors.attempts import bot_logs_list
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
 from platform_site.api.permissions import CanReadBots, CanReadRuntime, CanWriteBots
 from platform_site.api.principals import workspace_principal
 from platform_site.api.query import validate_query
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE, TAGS
+from platform_site.api.schema import NEXT_TOKEN, PAGE_SIZE, TAGS
 from platform_site.foundation.pagination import page_request
 from platform_site.foundation.tags import tag_filters
 
@@ -40,6 +40,8 @@ def _bot_fields(data: dict[str, Any]) -> dict[str, Any]:
 class BotViewSet(AdminViewSet):
     """A workspace's bots."""
 
+    answers = Answers()
+
     permissions_by_action = {
         "list": [CanReadBots],
         "create": [CanWriteBots],
@@ -58,7 +60,7 @@ class BotViewSet(AdminViewSet):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: BotListSerializer, **ERRORS},
+        responses={200: BotListSerializer},
     )
     def list(self, request: Request) -> Response:
         principal = workspace_principal(request)
@@ -78,7 +80,7 @@ class BotViewSet(AdminViewSet):
         summary="Create a bot",
         operation_id="createBot",
         request=BotWriteSerializer,
-        responses={201: BotAnswerSerializer, **ERRORS},
+        responses={201: BotAnswerSerializer},
     )
     @idempotent_create
     def create(self, request: Request) -> Response:
@@ -97,7 +99,7 @@ class BotViewSet(AdminViewSet):
     @extend_schema(
         summary="Get a bot",
         operation_id="getBot",
-        responses={200: BotAnswerSerializer, **ERRORS},
+        responses={200: BotAnswerSerializer},
     )
     def retrieve(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(
@@ -111,7 +113,7 @@ class BotViewSet(AdminViewSet):
         summary="Update a bot: the fields the body names",
         operation_id="updateBot",
         request=BotWriteSerializer,
-        responses={200: BotAnswerSerializer, **ERRORS},
+        responses={200: BotAnswerSerializer},
     )
     def update(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(
@@ -129,7 +131,6 @@ class BotViewSet(AdminViewSet):
     @extend_schema(
         summary="Delete a bot and everything it owns",
         operation_id="deleteBot",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(workspace=workspace_principal(request).workspace, bot_id=bot_id)
@@ -140,7 +141,7 @@ class BotViewSet(AdminViewSet):
         summary="The bot's logs: its webhook delivery attempts, newest first",
         operation_id="getBotLogs",
         parameters=[BotLogQuery, NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: BotLogPageSerializer},
     )
     def logs(self, request: Request, bot_id: str) -> Response:
         bot = bot_get(workspace=workspace_principal(request).workspace, bot_id=bot_id)

@@ -1,22 +1,23 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from adminapi.answers import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.presenters import member_json
-from adminapi.schema import WorkspaceMemberListSerializer, WorkspaceMemberSerializer
 from adminapi.serializers import MemberCreateSerializer, MemberUpdateSerializer
 from adminapi.views.base import AdminViewSet, request_actor
 from bots.selectors.members import members_list, membership_get, membership_of
 from bots.services.members import member_invite, member_remove, member_role_change
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
 from platform_site.api.permissions import CanManageMembers, CanReadMembers
 from platform_site.api.principals import workspace_principal
-from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import ERROR, NEXT_TOKEN, PAGE_SIZE
 from platform_site.foundation.pagination import page_request
 
 
 class MemberViewSet(AdminViewSet):
+    answers = Answers()
     permissions_by_action = {
         "list": [CanReadMembers],
         "create": [CanManageMembers],
@@ -29,7 +30,7 @@ class MemberViewSet(AdminViewSet):
         summary="List the workspace's members, oldest first",
         operation_id="listWorkspaceMembers",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: WorkspaceMemberListSerializer, **ERRORS},
+        responses={200: WorkspaceMemberListSerializer},
     )
     def list(self, request: Request) -> Response:
         page = members_list(
@@ -42,7 +43,7 @@ class MemberViewSet(AdminViewSet):
         summary="Add a member by e-mail address (only an owner adds an owner)",
         operation_id="createWorkspaceMember",
         request=MemberCreateSerializer,
-        responses={201: WorkspaceMemberSerializer, **ERRORS, 409: ERROR},
+        responses={201: WorkspaceMemberSerializer, 409: ERROR},
     )
     @idempotent_create
     def create(self, request: Request) -> Response:
@@ -62,7 +63,7 @@ class MemberViewSet(AdminViewSet):
         summary="The caller's own membership",
         operation_id="getWorkspaceMember",
         # 404: the caller's membership was removed since their token was checked.
-        responses={200: WorkspaceMemberSerializer, **ERRORS, 404: ERROR},
+        responses={200: WorkspaceMemberSerializer, 404: ERROR},
     )
     def me(self, request: Request) -> Response:
         principal = workspace_principal(request)
@@ -73,7 +74,7 @@ class MemberViewSet(AdminViewSet):
         summary="Change a member's role (a workspace keeps an owner; only an owner makes one)",
         operation_id="updateWorkspaceMember",
         request=MemberUpdateSerializer,
-        responses={200: WorkspaceMemberSerializer, **ERRORS},
+        responses={200: WorkspaceMemberSerializer},
     )
     def update(self, request: Request, member_id: str) -> Response:
         principal = workspace_principal(request)
@@ -93,7 +94,6 @@ class MemberViewSet(AdminViewSet):
     @extend_schema(
         summary="Remove a member (a workspace keeps an owner; only an owner removes one)",
         operation_id="deleteWorkspaceMember",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, member_id: str) -> Response:
         principal = workspace_principal(request)

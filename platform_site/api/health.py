@@ -2,13 +2,13 @@
 
 from django.conf import settings
 from django.db import OperationalError, connection
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from kombu import Connection
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from platform_site.api.answers import LivenessSerializer, ReadinessSerializer
 from platform_site.api.database import database_broken_connection_dropped
 from platform_site.api.errors import Unavailable
 from platform_site.api.schema import ERROR
@@ -24,7 +24,7 @@ class HealthViewSet(ApiViewSet):
     rate_limited = False
 
     @extend_schema(
-        summary="Liveness", operation_id="getLiveness", responses={200: OpenApiTypes.OBJECT}
+        summary="Liveness", operation_id="getLiveness", responses={200: LivenessSerializer}
     )
     def live(self, request: Request) -> Response:
         """The process is up and answering."""
@@ -33,7 +33,7 @@ class HealthViewSet(ApiViewSet):
     @extend_schema(
         summary="Readiness",
         operation_id="getReadiness",
-        responses={200: OpenApiTypes.OBJECT, 503: ERROR},
+        responses={200: ReadinessSerializer, 503: ERROR},
     )
     def ready(self, request: Request) -> Response:
         """The database and the broker are reachable: this process can do its work."""

@@ -133,10 +133,9 @@ RATE_LIMIT_HEADERS = {
     }.items()
 }
 
-# Kept for views that list error answers themselves: ApiAutoSchema adds the
-# statuses an operation can answer; a view names only those it alone gives.
+# ApiAutoSchema adds the error statuses an operation can answer; a view
+# names only those it alone gives, with this.
 ERROR = OpenApiResponse(ErrorBodySerializer, description="The error body")
-ERRORS: dict[int, OpenApiResponse] = {}
 
 NEXT_TOKEN = OpenApiParameter(
     "nextToken",
@@ -254,8 +253,9 @@ class ApiAutoSchema(AutoSchema):
     """The schema of every API operation (settings.REST_FRAMEWORK's DEFAULT_SCHEMA_CLASS).
 
     A view may declare `path_parameters` (OpenApiParameters in the path) for
-    path variables that are not ids of the kind their name says, and
-    `error_statuses`, statuses it answers beyond those its shape implies."""
+    path variables that are not ids of the kind their name says,
+    `error_statuses`, statuses it answers beyond those its shape implies, and
+    `answers` (platform_site.api.answers.Answers), the shapes of its answers."""
 
     def get_tags(self) -> list[str]:
         return [_operation_tag(self.path)]
@@ -283,6 +283,14 @@ class ApiAutoSchema(AutoSchema):
         ]
         idempotency = [IDEMPOTENCY_KEY] if self._takes_idempotency_key() else []
         return [*defaults, *declared, *idempotency, *super().get_override_parameters()]
+
+    def get_response_serializers(self) -> Any:
+        # The answers a resource declares once (platform_site.api.answers.Answers),
+        # where the action's own extend_schema does not name its answer.
+        action = getattr(self.view, "action", None)
+        answers = getattr(self.view, "answers", None)
+        found = answers.of(action) if answers is not None and action else None
+        return found if found is not None else super().get_response_serializers()
 
     def _is_list_view(self, serializer: Any = None) -> bool:
         # Every answer is an object, lists included ({"bots": [...], "meta":

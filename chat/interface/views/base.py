@@ -1,6 +1,5 @@
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -8,7 +7,8 @@ from rest_framework.response import Response
 
 from chat.authentication import UserKeyAuthentication
 from chat.credentials import chat_connection_for_webhook
-from chat.schema import CHAT_PATH_PARAMETERS
+from chat.interface.answers import ChatHelloSerializer
+from chat.openapi import CHAT_PATH_PARAMETERS
 from platform_site.api.errors import ResourceNotFound
 from platform_site.api.views import ApiViewSet
 
@@ -42,7 +42,7 @@ class ChatHelloViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Check the chat interface",
         operation_id="chatHello",
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: ChatHelloSerializer},
     )
     def hello(self, request: Request, webhook_id: str) -> Response:
         return Response({"message": "Hello World!"})

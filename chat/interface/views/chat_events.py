@@ -1,8 +1,8 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat.interface.answers import ChatEventAnswerSerializer
 from chat.interface.serializers import ChatEventCreateSerializer
 from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
@@ -10,18 +10,18 @@ from chat.presenters import chat_event_json
 from chat.principals import chat_principal
 from chat.selectors.chat_events import chat_event_get
 from chat.services.chat_events import chat_event_create
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.schema import ERRORS
 
 
 class ChatEventViewSet(ChatInterfaceViewSet):
+    answers = Answers(one=ChatEventAnswerSerializer)
     permissions_by_action = {"create": [IsChatUser], "retrieve": [IsChatUser]}
 
     @extend_schema(
         summary="Send a custom event to the bot in a conversation",
         operation_id="chatCreateEvent",
         request=ChatEventCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def create(self, request: Request, webhook_id: str) -> Response:
@@ -42,7 +42,6 @@ class ChatEventViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Get a custom event of a conversation the key's user takes part in",
         operation_id="chatGetEvent",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, webhook_id: str, event_id: str) -> Response:
         event = chat_event_get(user=chat_principal(request).user, event_id=event_id)

@@ -1,8 +1,8 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat.interface.answers import ChatConversationAnswerSerializer, ChatConversationPageSerializer
 from chat.interface.serializers import (
     ConversationCreateSerializer,
     ConversationGetOrCreateSerializer,
@@ -17,12 +17,18 @@ from chat.services.conversations import (
     conversation_delete,
     conversation_get_or_create,
 )
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.schema import ERROR, ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import ERROR, NEXT_TOKEN, PAGE_SIZE
 from platform_site.foundation.pagination import page_request
 
 
 class ChatConversationViewSet(ChatInterfaceViewSet):
+    answers = Answers(
+        one=ChatConversationAnswerSerializer,
+        page=ChatConversationPageSerializer,
+        got_or_created=ChatConversationAnswerSerializer,
+    )
     permissions_by_action = {
         "create": [IsChatUser],
         "list": [IsChatUser],
@@ -35,7 +41,7 @@ class ChatConversationViewSet(ChatInterfaceViewSet):
         summary="Create a conversation owned by the key's user",
         operation_id="chatCreateConversation",
         request=ConversationCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, 409: ERROR, **ERRORS},
+        responses={201: ChatConversationAnswerSerializer, 409: ERROR},
     )
     @idempotent_create
     def create(self, request: Request, webhook_id: str) -> Response:
@@ -50,7 +56,6 @@ class ChatConversationViewSet(ChatInterfaceViewSet):
         summary="List the conversations the key's user takes part in, newest first",
         operation_id="chatListConversations",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request, webhook_id: str) -> Response:
         page = chat_conversations_list(
@@ -63,7 +68,6 @@ class ChatConversationViewSet(ChatInterfaceViewSet):
         description="201 when the conversation was made, 200 when it existed.",
         operation_id="chatGetOrCreateConversation",
         request=ConversationGetOrCreateSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def get_or_create(self, request: Request, webhook_id: str) -> Response:
@@ -80,7 +84,6 @@ class ChatConversationViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Get a conversation",
         operation_id="chatGetConversation",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
         conversation = chat_conversation_get(
@@ -91,7 +94,6 @@ class ChatConversationViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Delete a conversation the key's user owns",
         operation_id="chatDeleteConversation",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
         user = chat_principal(request).user

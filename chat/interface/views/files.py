@@ -1,4 +1,3 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -8,9 +7,9 @@ from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
 from chat.principals import chat_principal
 from chat.services.files import chat_file_create
+from files.answers import FileAnswerSerializer
 from files.presenters import file_json
 from files.signed_urls import download_url
-from platform_site.api.schema import ERRORS
 
 
 class ChatFileViewSet(ChatInterfaceViewSet):
@@ -25,7 +24,7 @@ class ChatFileViewSet(ChatInterfaceViewSet):
         ),
         operation_id="chatCreateFile",
         request=ChatFileCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
+        responses={201: FileAnswerSerializer},
     )
     def create(self, request: Request, webhook_id: str) -> Response:
         serializer = ChatFileCreateSerializer(data=request.data)

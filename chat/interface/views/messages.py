@@ -1,8 +1,8 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat.interface.answers import ChatMessageAnswerSerializer, ChatMessagePageSerializer
 from chat.interface.serializers import (
     ChatMessageCreateSerializer,
     ChatMessageUpdateSerializer,
@@ -16,12 +16,14 @@ from chat.selectors.conversations import chat_conversation_get
 from chat.selectors.messages import chat_message_get, chat_messages_list
 from chat.services.feedback import feedback_remove, feedback_set
 from chat.services.messages import chat_message_create, chat_message_delete, chat_message_update
+from platform_site.api.answers import Answers, EmptyAnswerSerializer
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import NEXT_TOKEN, PAGE_SIZE
 from platform_site.foundation.pagination import page_request
 
 
 class ChatMessageViewSet(ChatInterfaceViewSet):
+    answers = Answers(one=ChatMessageAnswerSerializer, page=ChatMessagePageSerializer)
     permissions_by_action = {
         "create": [IsChatUser],
         "retrieve": [IsChatUser],
@@ -36,7 +38,6 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
         summary="Send a message as the key's user",
         operation_id="chatCreateMessage",
         request=ChatMessageCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def create(self, request: Request, webhook_id: str) -> Response:
@@ -55,7 +56,6 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Get a message of a conversation the key's user takes part in",
         operation_id="chatGetMessage",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, webhook_id: str, message_id: str) -> Response:
         message = chat_message_get(user=chat_principal(request).user, message_id=message_id)
@@ -66,7 +66,6 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
         description="Its payload (another of its type) and its metadata; listeners hear of it.",
         operation_id="chatUpdateMessage",
         request=ChatMessageUpdateSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def update(self, request: Request, webhook_id: str, message_id: str) -> Response:
         serializer = ChatMessageUpdateSerializer(data=request.data)
@@ -84,7 +83,6 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Delete a message the key's user sent",
         operation_id="chatDeleteMessage",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, webhook_id: str, message_id: str) -> Response:
         user = chat_principal(request).user
@@ -95,7 +93,6 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
         summary="List a conversation's messages, newest first",
         operation_id="chatListConversationMessages",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
         user = chat_principal(request).user
@@ -113,7 +110,7 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
         ),
         operation_id="chatAddMessageFeedback",
         request=FeedbackSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: EmptyAnswerSerializer},
     )
     def feedback_set(self, request: Request, webhook_id: str, message_id: str) -> Response:
         serializer = FeedbackSerializer(data=request.data)
@@ -132,7 +129,7 @@ class ChatMessageViewSet(ChatInterfaceViewSet):
         summary="Take back the key's user's feedback on a message",
         description="The bot receives a `message_feedback` event whose `value` is null.",
         operation_id="chatRemoveMessageFeedback",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: EmptyAnswerSerializer},
     )
     def feedback_remove(self, request: Request, webhook_id: str, message_id: str) -> Response:
         user = chat_principal(request).user

@@ -1,8 +1,8 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from chat.interface.answers import ChatParticipantAnswerSerializer, ChatParticipantPageSerializer
 from chat.interface.serializers import ParticipantAddSerializer
 from chat.interface.views.base import ChatInterfaceViewSet
 from chat.permissions import IsChatUser
@@ -11,12 +11,14 @@ from chat.principals import chat_principal
 from chat.selectors.conversations import chat_conversation_get
 from chat.selectors.participants import chat_participant_get, participants_list
 from chat.services.participants import chat_participant_add, chat_participant_remove
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import NEXT_TOKEN, PAGE_SIZE
 from platform_site.foundation.pagination import page_request
 
 
 class ChatParticipantViewSet(ChatInterfaceViewSet):
+    answers = Answers(one=ChatParticipantAnswerSerializer, page=ChatParticipantPageSerializer)
     permissions_by_action = {
         "list": [IsChatUser],
         "create": [IsChatUser],
@@ -28,7 +30,6 @@ class ChatParticipantViewSet(ChatInterfaceViewSet):
         summary="List a conversation's participants in the order they joined",
         operation_id="chatListParticipants",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
         conversation = chat_conversation_get(
@@ -42,7 +43,7 @@ class ChatParticipantViewSet(ChatInterfaceViewSet):
         description="201 when the user was added, 200 when they already took part.",
         operation_id="chatAddParticipant",
         request=ParticipantAddSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: ChatParticipantAnswerSerializer, 201: ChatParticipantAnswerSerializer},
     )
     @idempotent_create
     def create(self, request: Request, webhook_id: str, conversation_id: str) -> Response:
@@ -59,7 +60,6 @@ class ChatParticipantViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Get a participant of a conversation",
         operation_id="chatGetParticipant",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(
         self, request: Request, webhook_id: str, conversation_id: str, user_id: str
@@ -73,7 +73,6 @@ class ChatParticipantViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Remove a participant (not the owner) from a conversation the key's user owns",
         operation_id="chatRemoveParticipant",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(
         self, request: Request, webhook_id: str, conversation_id: str, user_id: str

@@ -1,6 +1,5 @@
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
@@ -9,6 +8,11 @@ from rest_framework.response import Response
 from bots.models import User
 from chat.authentication import USER_KEY_CHALLENGE
 from chat.credentials import chat_user_for_key
+from chat.interface.answers import (
+    ChatUserAnswerSerializer,
+    ChatUserCreatedAnswerSerializer,
+    ChatUserKeySerializer,
+)
 from chat.interface.serializers import (
     UserCreateSerializer,
     UserKeySerializer,
@@ -35,9 +39,10 @@ from chat.services.users import (
     chat_user_update,
     user_delete,
 )
+from platform_site.api.answers import Answers, EmptyAnswerSerializer
 from platform_site.api.errors import Unauthorized
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.schema import ERROR, ERRORS
+from platform_site.api.schema import ERROR
 
 
 def _profile(data: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +86,8 @@ class ChatUserViewSet(ChatInterfaceViewSet):
     user who does not exist yet, and `key`, where the holder of the admin
     secret has a key made for any user id."""
 
+    answers = Answers(got_or_created=ChatUserAnswerSerializer)
+
     permissions_by_action = {
         "create": [IssuesUserKeys],
         "me": [IsChatUser],
@@ -105,7 +112,7 @@ class ChatUserViewSet(ChatInterfaceViewSet):
         operation_id="chatCreateUser",
         request=UserCreateSerializer,
         # 401: a chat whose operator signs the keys issues none (IssuesUserKeys).
-        responses={201: OpenApiTypes.OBJECT, 401: ERROR, 409: ERROR, **ERRORS},
+        responses={201: ChatUserCreatedAnswerSerializer, 401: ERROR, 409: ERROR},
     )
     @idempotent_create(scope=chat_client_scope)
     def create(self, request: Request, webhook_id: str) -> Response:
@@ -123,7 +130,7 @@ class ChatUserViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Get the key's user",
         operation_id="chatGetUser",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: ChatUserAnswerSerializer},
     )
     def me(self, request: Request, webhook_id: str) -> Response:
         return Response({"user": user_chat_json(_key_user_profile(request))})
@@ -132,7 +139,7 @@ class ChatUserViewSet(ChatInterfaceViewSet):
         summary="Update the key's user",
         operation_id="chatUpdateUser",
         request=UserUpdateSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: ChatUserAnswerSerializer},
     )
     def update_me(self, request: Request, webhook_id: str) -> Response:
         serializer = UserUpdateSerializer(data=request.data)
@@ -148,7 +155,7 @@ class ChatUserViewSet(ChatInterfaceViewSet):
     @extend_schema(
         summary="Delete the key's user, with their messages",
         operation_id="chatDeleteUser",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: EmptyAnswerSerializer},
     )
     def delete_me(self, request: Request, webhook_id: str) -> Response:
         user_delete(user=chat_principal(request).user)
@@ -159,7 +166,6 @@ class ChatUserViewSet(ChatInterfaceViewSet):
         description="201 when the user was made, 200 when it existed.",
         operation_id="chatGetOrCreateUser",
         request=UserProfileSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def get_or_create(self, request: Request, webhook_id: str) -> Response:
@@ -181,7 +187,7 @@ class ChatUserViewSet(ChatInterfaceViewSet):
         ),
         operation_id="chatGenerateUserKey",
         request=UserKeySerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: ChatUserKeySerializer},
     )
     def key(self, request: Request, webhook_id: str) -> Response:
         serializer = UserKeySerializer(data=request.data)

@@ -1,4 +1,3 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -6,9 +5,9 @@ from rest_framework.response import Response
 from chat.runtime.serializers import AnalyticsTrackSerializer
 from chat.runtime.views.base import RuntimeViewSet
 from events.services.analytics import analytics_track
+from platform_site.api.answers import EmptyAnswerSerializer
 from platform_site.api.permissions import CanWriteMessages
 from platform_site.api.principals import bot_principal
-from platform_site.api.schema import ERRORS
 
 
 class RuntimeAnalyticsViewSet(RuntimeViewSet):
@@ -27,7 +26,7 @@ class RuntimeAnalyticsViewSet(RuntimeViewSet):
         ),
         operation_id="trackAnalytics",
         request=AnalyticsTrackSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: EmptyAnswerSerializer},
     )
     def track(self, request: Request) -> Response:
         serializer = AnalyticsTrackSerializer(data=request.data)

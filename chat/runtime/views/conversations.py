@@ -1,16 +1,20 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.filters import PARTICIPANT_IDS_MAX
 from chat.presenters import conversation_runtime_json
+from chat.runtime.answers import (
+    ConversationAnswerSerializer,
+    ConversationCreatedAnswerSerializer,
+    ConversationPageSerializer,
+)
 from chat.runtime.serializers import (
     RuntimeConversationCreateSerializer,
     RuntimeConversationGetOrCreateSerializer,
     RuntimeConversationUpdateSerializer,
 )
-from chat.runtime.views.base import RuntimeViewSet
+from chat.runtime.views.base import CHAT_RESOURCE_PERMISSIONS, RuntimeViewSet
 from chat.selectors.conversations import conversation_get, conversations_list
 from chat.services.conversations import (
     bot_conversation_create,
@@ -18,11 +22,10 @@ from chat.services.conversations import (
     bot_conversation_get_or_create,
     bot_conversation_update,
 )
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.permissions import CanReadChat, CanWriteMessages
 from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
-    ERRORS,
     NEXT_TOKEN,
     PAGE_SIZE,
     TAGS,
@@ -32,14 +35,12 @@ from platform_site.foundation.pagination import page_request
 
 
 class RuntimeConversationViewSet(RuntimeViewSet):
-    permissions_by_action = {
-        "create": [CanWriteMessages],
-        "list": [CanReadChat],
-        "get_or_create": [CanWriteMessages],
-        "retrieve": [CanReadChat],
-        "update": [CanWriteMessages],
-        "destroy": [CanWriteMessages],
-    }
+    answers = Answers(
+        one=ConversationAnswerSerializer,
+        page=ConversationPageSerializer,
+        got_or_created=ConversationCreatedAnswerSerializer,
+    )
+    permissions_by_action = CHAT_RESOURCE_PERMISSIONS
 
     @extend_schema(
         summary="Create a conversation of the bot in a channel",
@@ -50,7 +51,6 @@ class RuntimeConversationViewSet(RuntimeViewSet):
         ),
         operation_id="createConversation",
         request=RuntimeConversationCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def create(self, request: Request) -> Response:
@@ -86,7 +86,6 @@ class RuntimeConversationViewSet(RuntimeViewSet):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request) -> Response:
         page = conversations_list(
@@ -107,7 +106,6 @@ class RuntimeConversationViewSet(RuntimeViewSet):
         ),
         operation_id="getOrCreateConversation",
         request=RuntimeConversationGetOrCreateSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def get_or_create(self, request: Request) -> Response:
@@ -130,7 +128,6 @@ class RuntimeConversationViewSet(RuntimeViewSet):
     @extend_schema(
         summary="Get a conversation of the bot",
         operation_id="getConversation",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_get(
@@ -146,7 +143,6 @@ class RuntimeConversationViewSet(RuntimeViewSet):
         ),
         operation_id="updateConversation",
         request=RuntimeConversationUpdateSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def update(self, request: Request, conversation_id: str) -> Response:
         serializer = RuntimeConversationUpdateSerializer(data=request.data)
@@ -167,7 +163,6 @@ class RuntimeConversationViewSet(RuntimeViewSet):
             " that they were removed (`participant_removed`), which ends their streams."
         ),
         operation_id="deleteConversation",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, conversation_id: str) -> Response:
         bot = bot_principal(request).bot

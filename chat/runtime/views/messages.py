@@ -2,18 +2,22 @@ from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.presenters import message_runtime_json
+from chat.runtime.answers import (
+    MessageAnswerSerializer,
+    MessageCreatedAnswerSerializer,
+    MessagePageSerializer,
+)
 from chat.runtime.serializers import (
     BotMessageCreateSerializer,
     BotMessageGetOrCreateSerializer,
     BotMessageUpdateSerializer,
 )
-from chat.runtime.views.base import RuntimeViewSet
+from chat.runtime.views.base import CHAT_RESOURCE_PERMISSIONS, RuntimeViewSet
 from chat.selectors.messages import message_get, messages_list
 from chat.services.messages import (
     bot_message_create,
@@ -22,11 +26,10 @@ from chat.services.messages import (
     bot_message_update,
 )
 from events.services.events import due_time
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.permissions import CanReadChat, CanWriteMessages
 from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
-    ERRORS,
     NEXT_TOKEN,
     PAGE_SIZE,
     TAGS,
@@ -41,20 +44,17 @@ def _due_at(data: dict[str, Any]) -> datetime | None:
 
 
 class RuntimeMessageViewSet(RuntimeViewSet):
-    permissions_by_action = {
-        "create": [CanWriteMessages],
-        "list": [CanReadChat],
-        "get_or_create": [CanWriteMessages],
-        "retrieve": [CanReadChat],
-        "update": [CanWriteMessages],
-        "destroy": [CanWriteMessages],
-    }
+    answers = Answers(
+        one=MessageAnswerSerializer,
+        page=MessagePageSerializer,
+        got_or_created=MessageCreatedAnswerSerializer,
+    )
+    permissions_by_action = CHAT_RESOURCE_PERMISSIONS
 
     @extend_schema(
         summary="Create a message of the bot (how a bot replies)",
         operation_id="createMessage",
         request=BotMessageCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def create(self, request: Request) -> Response:
@@ -81,7 +81,6 @@ class RuntimeMessageViewSet(RuntimeViewSet):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request) -> Response:
         page = messages_list(
@@ -101,7 +100,6 @@ class RuntimeMessageViewSet(RuntimeViewSet):
         ),
         operation_id="getOrCreateMessage",
         request=BotMessageGetOrCreateSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def get_or_create(self, request: Request) -> Response:
@@ -126,7 +124,6 @@ class RuntimeMessageViewSet(RuntimeViewSet):
     @extend_schema(
         summary="Get a message of the bot",
         operation_id="getMessage",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, message_id: str) -> Response:
         message = message_get(bot=bot_principal(request).bot, message_id=message_id)
@@ -142,7 +139,6 @@ class RuntimeMessageViewSet(RuntimeViewSet):
         ),
         operation_id="updateMessage",
         request=BotMessageUpdateSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def update(self, request: Request, message_id: str) -> Response:
         serializer = BotMessageUpdateSerializer(data=request.data)
@@ -163,7 +159,6 @@ class RuntimeMessageViewSet(RuntimeViewSet):
             " (`message_deleted`). A message still scheduled is canceled."
         ),
         operation_id="deleteMessage",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, message_id: str) -> Response:
         bot_message_delete(bot=bot_principal(request).bot, message_id=message_id)

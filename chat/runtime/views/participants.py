@@ -1,18 +1,18 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.presenters import participant_runtime_json, user_runtime_json
+from chat.runtime.answers import ParticipantAnswerSerializer, ParticipantPageSerializer
 from chat.runtime.serializers import RuntimeParticipantAddSerializer
-from chat.runtime.views.base import RuntimeViewSet
+from chat.runtime.views.base import CHAT_RESOURCE_PERMISSIONS, RuntimeViewSet
 from chat.selectors.conversations import conversation_get
 from chat.selectors.participants import participant_get, participants_list
 from chat.services.participants import bot_participant_add, bot_participant_remove
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.permissions import CanReadChat, CanWriteMessages
 from platform_site.api.principals import bot_principal
-from platform_site.api.schema import ERRORS, NEXT_TOKEN, PAGE_SIZE
+from platform_site.api.schema import NEXT_TOKEN, PAGE_SIZE
 from platform_site.foundation.pagination import page_request
 
 
@@ -22,18 +22,14 @@ class RuntimeParticipantViewSet(RuntimeViewSet):
     conversations, and removes anyone (the chat interface's owner too, who
     then owns it no more)."""
 
-    permissions_by_action = {
-        "list": [CanReadChat],
-        "create": [CanWriteMessages],
-        "retrieve": [CanReadChat],
-        "destroy": [CanWriteMessages],
-    }
+    answers = Answers(one=ParticipantAnswerSerializer, page=ParticipantPageSerializer)
+
+    permissions_by_action = CHAT_RESOURCE_PERMISSIONS
 
     @extend_schema(
         summary="List a conversation's participants in the order they joined",
         operation_id="listParticipants",
         parameters=[NEXT_TOKEN, PAGE_SIZE],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request, conversation_id: str) -> Response:
         conversation = conversation_get(
@@ -50,7 +46,7 @@ class RuntimeParticipantViewSet(RuntimeViewSet):
         ),
         operation_id="addParticipant",
         request=RuntimeParticipantAddSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
+        responses={200: ParticipantAnswerSerializer, 201: ParticipantAnswerSerializer},
     )
     @idempotent_create
     def create(self, request: Request, conversation_id: str) -> Response:
@@ -67,7 +63,6 @@ class RuntimeParticipantViewSet(RuntimeViewSet):
     @extend_schema(
         summary="Get a participant of a conversation",
         operation_id="getParticipant",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, conversation_id: str, user_id: str) -> Response:
         conversation = conversation_get(
@@ -85,7 +80,6 @@ class RuntimeParticipantViewSet(RuntimeViewSet):
             " (`participant_removed`)."
         ),
         operation_id="removeParticipant",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, conversation_id: str, user_id: str) -> Response:
         conversation = conversation_get(

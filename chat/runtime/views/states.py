@@ -31,7 +31,6 @@ from chat.services.states import (
 from platform_site.api.idempotency import idempotent_create
 from platform_site.api.permissions import CanReadChat, CanWriteMessages
 from platform_site.api.principals import bot_principal
-from platform_site.api.schema import ERRORS
 from platform_site.api.serializers import ClosedSerializer
 
 ViewMethod = TypeVar("ViewMethod", bound=Callable[..., Any])
@@ -59,7 +58,7 @@ def _change_schema(
         operation_id=operation_id,
         summary=summary,
         request=request,
-        responses={200: StateAnswerSerializer, **ERRORS},
+        responses={200: StateAnswerSerializer},
         **more,
     )
 
@@ -80,7 +79,7 @@ class RuntimeStateViewSet(RuntimeViewSet):
     @extend_schema(
         summary="Get a state",
         operation_id="getState",
-        responses={200: StateReadAnswerSerializer, **ERRORS},
+        responses={200: StateReadAnswerSerializer},
     )
     def retrieve(self, request: Request, type: str, id: str, name: str) -> Response:
         """An expired state is absent (404), whether or not its `state_expired`
@@ -122,7 +121,7 @@ class RuntimeStateViewSet(RuntimeViewSet):
         summary="Get a state, or set it if absent",
         operation_id="getOrSetState",
         request=StateGetOrSetSerializer,
-        responses={200: StateReadAnswerSerializer, 201: StateReadAnswerSerializer, **ERRORS},
+        responses={200: StateReadAnswerSerializer, 201: StateReadAnswerSerializer},
     )
     @idempotent_create
     def get_or_set(self, request: Request, type: str, id: str, name: str) -> Response:

@@ -1,22 +1,25 @@
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from chat.presenters import user_runtime_json
+from chat.runtime.answers import (
+    UserAnswerSerializer,
+    UserCreatedAnswerSerializer,
+    UserPageSerializer,
+)
 from chat.runtime.serializers import (
     RuntimeUserCreateSerializer,
     RuntimeUserGetOrCreateSerializer,
     RuntimeUserUpdateSerializer,
 )
-from chat.runtime.views.base import RuntimeViewSet
+from chat.runtime.views.base import CHAT_RESOURCE_PERMISSIONS, RuntimeViewSet
 from chat.selectors.users import user_get, users_list
 from chat.services.users import user_create, user_delete, user_get_or_create, user_update
+from platform_site.api.answers import Answers
 from platform_site.api.idempotency import idempotent_create
-from platform_site.api.permissions import CanReadChat, CanWriteMessages
 from platform_site.api.principals import bot_principal
 from platform_site.api.schema import (
-    ERRORS,
     NEXT_TOKEN,
     PAGE_SIZE,
     TAGS,
@@ -26,14 +29,12 @@ from platform_site.foundation.pagination import page_request
 
 
 class RuntimeUserViewSet(RuntimeViewSet):
-    permissions_by_action = {
-        "create": [CanWriteMessages],
-        "list": [CanReadChat],
-        "get_or_create": [CanWriteMessages],
-        "retrieve": [CanReadChat],
-        "update": [CanWriteMessages],
-        "destroy": [CanWriteMessages],
-    }
+    answers = Answers(
+        one=UserAnswerSerializer,
+        page=UserPageSerializer,
+        got_or_created=UserCreatedAnswerSerializer,
+    )
+    permissions_by_action = CHAT_RESOURCE_PERMISSIONS
 
     @extend_schema(
         summary="Create a user of the bot",
@@ -43,7 +44,6 @@ class RuntimeUserViewSet(RuntimeViewSet):
         ),
         operation_id="createUser",
         request=RuntimeUserCreateSerializer,
-        responses={201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def create(self, request: Request) -> Response:
@@ -72,7 +72,6 @@ class RuntimeUserViewSet(RuntimeViewSet):
             NEXT_TOKEN,
             PAGE_SIZE,
         ],
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def list(self, request: Request) -> Response:
         page = users_list(
@@ -93,7 +92,6 @@ class RuntimeUserViewSet(RuntimeViewSet):
         ),
         operation_id="getOrCreateUser",
         request=RuntimeUserGetOrCreateSerializer,
-        responses={200: OpenApiTypes.OBJECT, 201: OpenApiTypes.OBJECT, **ERRORS},
     )
     @idempotent_create
     def get_or_create(self, request: Request) -> Response:
@@ -118,7 +116,6 @@ class RuntimeUserViewSet(RuntimeViewSet):
     @extend_schema(
         summary="Get a user of the bot",
         operation_id="getUser",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def retrieve(self, request: Request, user_id: str) -> Response:
         user = user_get(bot=bot_principal(request).bot, user_id=user_id)
@@ -133,7 +130,6 @@ class RuntimeUserViewSet(RuntimeViewSet):
         ),
         operation_id="updateUser",
         request=RuntimeUserUpdateSerializer,
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def update(self, request: Request, user_id: str) -> Response:
         serializer = RuntimeUserUpdateSerializer(data=request.data)
@@ -157,7 +153,6 @@ class RuntimeUserViewSet(RuntimeViewSet):
             " conversations they own in the chat interface stay, ownerless."
         ),
         operation_id="deleteUser",
-        responses={200: OpenApiTypes.OBJECT, **ERRORS},
     )
     def destroy(self, request: Request, user_id: str) -> Response:
         user_delete(user=user_get(bot=bot_principal(request).bot, user_id=user_id))

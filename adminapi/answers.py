@@ -6,16 +6,8 @@ from rest_framework import serializers
 
 from bots.models import DeliveryFormat, Role
 from bots.selectors.audit_records import HOSTED_AUDIT_ACTIONS
-
-
-class PageMetaSerializer(serializers.Serializer):
-    nextToken = serializers.CharField(
-        required=False, help_text="Left out on the last page: pass it back for the next one"
-    )
-
-
-class TagsSchemaField(serializers.DictField):
-    child = serializers.CharField(allow_blank=True)
+from events.selectors.attempts import LOG_LEVELS
+from platform_site.api.answers import PageMetaSerializer, TagsAnswerField
 
 
 class BotSummarySerializer(serializers.Serializer):
@@ -25,7 +17,7 @@ class BotSummarySerializer(serializers.Serializer):
     createdAt = serializers.DateTimeField()
     updatedAt = serializers.DateTimeField()
     name = serializers.CharField(allow_blank=True)
-    tags = TagsSchemaField()
+    tags = TagsAnswerField()
     deployedAt = serializers.DateTimeField(required=False, help_text="Left out until deployed")
 
 
@@ -116,3 +108,25 @@ class AuditRecordSerializer(serializers.Serializer):
 class AuditRecordListSerializer(serializers.Serializer):
     records = AuditRecordSerializer(many=True)
     meta = PageMetaSerializer()
+
+
+class BotLogSerializer(serializers.Serializer):
+    """A delivery attempt of one of the bot's events, as a log line."""
+
+    timestamp = serializers.DateTimeField()
+    level = serializers.ChoiceField(choices=sorted(LOG_LEVELS))
+    message = serializers.CharField()
+    eventId = serializers.CharField()
+    attempt = serializers.IntegerField()
+    durationMs = serializers.IntegerField()
+    url = serializers.CharField(allow_blank=True)
+    statusCode = serializers.IntegerField(required=False, help_text="When the webhook answered")
+
+
+class BotLogPageSerializer(serializers.Serializer):
+    logs = BotLogSerializer(many=True)
+    meta = PageMetaSerializer()
+    nextToken = serializers.CharField(
+        required=False,
+        help_text="The same as meta.nextToken, where the hosted API's clients read it",
+    )
