@@ -25,7 +25,9 @@ setup: $(VENV)/.installed
 
 run: setup
 	$(BIN)/python manage.py migrate --no-input -v 0
-	$(BIN)/python manage.py seed_demo --json --webhook-url http://127.0.0.1:$(ECHO_BOT_PORT)/ > $(DATA_DIR)/demo.json
+	# The first run seeds the demo and keeps it in demo.json; later runs reuse it
+	# (RESEED=1 seeds a new one).
+	$(BIN)/python manage.py seed_demo --save $(DATA_DIR)/demo.json --webhook-url http://127.0.0.1:$(ECHO_BOT_PORT)/ $(if $(RESEED),--fresh)
 	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
 	# Metrics count from the service's start (README: Metrics and logs).
 	rm -rf "$${PROMETHEUS_MULTIPROC_DIR:-$(DATA_DIR)/metrics}"

@@ -13,7 +13,8 @@ When one process ends, the others are stopped, and the runner exits with
 its status. Ctrl-C (SIGINT) or SIGTERM stops them all: each gets SIGTERM,
 its own, not its children's (Celery's worker stops its pool itself), and
 SIGKILL to its whole process group after STOP_GRACE_SECONDS; then the
-runner exits 0."""
+runner exits 0. At a terminal, Ctrl-C reaches the runner alone
+(terminal_taken), so that `make run` ends with it, quietly and with 0."""
 
 import argparse
 import ctypes
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,7 +159,9 @@ class Runner:
                 while child.open and self.relay(child):
                     pass
                 running.remove(child)
-                self.say(f"exited with code {code}", child)
+                # Ended by the SIGTERM the runner sent: what was asked, no failure.
+                stopped = self.stopping and code == -signal.SIGTERM
+                self.say("stopped" if stopped else f"exited with code {code}", child)
                 if not self.stopping:
                     self.exit_code = code
                     self.stop()
@@ -176,6 +180,36 @@ def _child_setup() -> None:
     if sys.platform == "linux":
         pr_set_pdeathsig = 1
         ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def terminal_taken() -> Callable[[], None]:
+    """At a terminal, the runner leads a process group of its own and makes it
+    the terminal's foreground one; answers what gives the terminal back.
+
+    Ctrl-C signals the terminal's foreground process group: without this,
+    make's too, and make, though the runner stops everything cleanly and exits
+    0, then dies of the signal ("make: *** [run] Interrupt", status 130).
+    Run from no terminal (CI, a supervisor), nothing changes."""
+    try:
+        terminal = sys.stdin.fileno()
+        previous = os.tcgetpgrp(terminal)
+    except (OSError, ValueError):
+        return lambda: None
+
+    def foreground(group: int) -> None:
+        # A background group that sets the foreground is sent SIGTTOU.
+        handler = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            os.tcsetpgrp(terminal, group)
+        finally:
+            signal.signal(signal.SIGTTOU, handler)
+
+    try:
+        os.setpgid(0, 0)
+        foreground(os.getpgrp())
+    except OSError:
+        return lambda: None
+    return lambda: foreground(previous)
 
 
 def procfile_entries(path: Path) -> list[tuple[str, str]]:
@@ -209,8 +243,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    runner.start(entries, args.directory)
-    return runner.run()
+    give_back = terminal_taken()
+    try:
+        runner.start(entries, args.directory)
+        return runner.run()
+    finally:
+        give_back()
 
 
 if __name__ == "__main__":

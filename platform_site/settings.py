@@ -381,7 +381,8 @@ PAGE_SIZE_DEFAULT = 20
 PAGE_SIZE_MAX = 200
 
 # Celery: one broker URL; the embedded default is a folder under DATA_DIR.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+# A host is named so that kombu does not warn that it supplies one.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost//")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _queue_dir = DATA_DIR / "broker" / "queue"
     _processed_dir = DATA_DIR / "broker" / "processed"

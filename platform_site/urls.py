@@ -6,8 +6,11 @@ from drf_spectacular.views import SpectacularAPIView
 from platform_site.api.docs import DocsView
 from platform_site.api.health import HealthViewSet
 from platform_site.api.metrics_endpoint import metrics_view
+from platform_site.backoffice.home import favicon, home
 
 urlpatterns = [
+    path("", home, name="home"),
+    path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
     path("healthz", HealthViewSet.as_view({"get": "live"}), name="healthz"),
     path("readyz", HealthViewSet.as_view({"get": "ready"}), name="readyz"),

@@ -166,3 +166,48 @@ def test_a_line_that_is_not_a_procfile_line_is_refused(tmp_path, line):
     process = runner(path)
     output, _ = process.communicate(timeout=30)
     assert process.returncode != 0 and "not a Procfile line" in output
+
+
+def test_ctrl_c_at_a_terminal_ends_make_quietly_and_with_0(tmp_path):
+    """Ctrl-C signals the terminal's foreground process group: the runner
+    takes it for itself, so that make, its parent, is not interrupted
+    ("make: *** [run] Interrupt", status 130) but ends with the runner's 0."""
+    import os
+    import pty
+    import select
+    import shutil
+
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("make is not installed")
+    path = procfile(
+        tmp_path,
+        {"server": "import time\nprint('up', flush=True)\ntime.sleep(60)"},
+    )
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(
+        f"run:\n\tcd {PROJECT_DIR} && {PYTHON} -m platform_site.procfile_runner -f {path}\n"
+    )
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child, at the terminal: make, as a user types it
+        os.execv(make, [make, "-s", "-f", str(makefile), "run"])
+    output = b""
+
+    def read_until(text: bytes, timeout: float) -> None:
+        nonlocal output
+        deadline = time.monotonic() + timeout
+        while text not in output and time.monotonic() < deadline:
+            if select.select([terminal], [], [], 0.2)[0]:
+                try:
+                    output += os.read(terminal, 65536)
+                except OSError:  # the terminal closed: everything has ended
+                    return
+
+    read_until(b"up", 20)
+    os.write(terminal, b"\x03")
+    read_until(b"\x00never", 15)
+    _, status = os.waitpid(pid, 0)
+    text = output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "Interrupt" not in text
+    assert "server.1" in text and "stopped" in text

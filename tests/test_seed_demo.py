@@ -281,3 +281,63 @@ def test_the_staff_login_is_an_administrator_but_no_superuser(demo):
     assert staff.check_password(demo["staff"]["password"])
     assert staff.memberships.get().role == Role.ADMINISTRATOR
     assert accounts.get(username=demo["admin"]["username"]).is_superuser
+
+
+# --- --save: make run keeps its demo ------------------------------------------
+
+
+def save(path, *args: str) -> dict:
+    call_command(
+        "seed_demo", "--save", str(path), *args, stdout=io.StringIO(), stderr=io.StringIO()
+    )
+    return json.loads(path.read_text())
+
+
+def test_save_seeds_once_then_reuses_what_it_saved(tmp_path):
+    path = tmp_path / "demo.json"
+    first = save(path, "--webhook-url", "http://127.0.0.1:8100/")
+    workspaces = Workspace.objects.count()
+    again = save(path, "--webhook-url", "http://127.0.0.1:8100/")
+    assert again == first
+    assert Workspace.objects.count() == workspaces
+    response = runtime(again["tokens"]["owner"], again["botId"]).post(
+        "/v1/chat/events", {"type": "ping", "payload": {}}, format="json"
+    )
+    assert response.status_code == 201
+
+
+def test_a_reused_demo_bot_is_pointed_at_the_webhook_url_of_this_run(tmp_path):
+    path = tmp_path / "demo.json"
+    first = save(path, "--webhook-url", "http://127.0.0.1:8100/")
+    again = save(path, "--webhook-url", "http://127.0.0.1:8200/")
+    assert (again["botId"], again["webhookUrl"]) == (first["botId"], "http://127.0.0.1:8200/")
+    assert Bot.objects.get(id=first["botId"]).webhook_url == "http://127.0.0.1:8200/"
+
+
+def test_fresh_seeds_a_new_demo_over_the_saved_one(tmp_path):
+    path = tmp_path / "demo.json"
+    first = save(path)
+    assert save(path, "--fresh")["workspaceId"] != first["workspaceId"]
+
+
+@pytest.mark.parametrize("damage", ["workspace", "token", "file"])
+def test_a_saved_demo_that_is_no_longer_whole_is_seeded_anew(tmp_path, damage):
+    path = tmp_path / "demo.json"
+    first = save(path)
+    if damage == "workspace":
+        Workspace.objects.filter(id=first["workspaceId"]).delete()
+    elif damage == "token":
+        AccessToken.objects.filter(token_hash=hash_token(first["tokens"]["owner"])).delete()
+    else:
+        path.write_text("{not json")
+    again = save(path)
+    assert again["workspaceId"] != first["workspaceId"]
+    assert json.loads(path.read_text()) == again
+
+
+def test_a_bad_webhook_url_for_a_reused_demo_is_refused(tmp_path):
+    path = tmp_path / "demo.json"
+    first = save(path)
+    with pytest.raises(CommandError, match="--webhook-url"):
+        save(path, "--webhook-url", "ftp://example.com/")
+    assert json.loads(path.read_text()) == first

@@ -14,11 +14,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from bots.models import Bot, DeliveryFormat, Role
-from bots.services.bots import bot_create
+from bots.models import AccessToken, Bot, DeliveryFormat, Role
+from bots.services.bots import bot_create, bot_update
 from bots.services.members import member_add
 from bots.services.tokens import access_token_create
 from bots.services.workspaces import workspace_create
+from bots.token_checks import InvalidToken, token_digest
+from chat.models import ChatConnection
 from chat.services.connections import chat_connection_create
 from chat.services.conversations import conversation_create
 from chat.services.users import chat_user_create
@@ -150,4 +152,29 @@ def demo_seed(
         "userKey": user_key,
         "conversationId": conversation.chat_id,
         "strangerUserKey": stranger_key,
+    }
+
+
+def demo_reuse(*, saved: dict[str, Any], webhook_url: str) -> dict[str, Any] | None:
+    """The demo `saved` describes (what demo_seed answered on an earlier run),
+    when it is still whole: its bot in its workspace, its chat connection and
+    the owner's live token; else None. Its bot's webhook is pointed at
+    `webhook_url` and its URLs at this service, which may have moved since."""
+    try:
+        digest = token_digest(str(saved["tokens"][Role.OWNER.value]))
+        bot = Bot.objects.get(id=saved["botId"], workspace_id=saved["workspaceId"])
+    except (KeyError, TypeError, InvalidToken, Bot.DoesNotExist):
+        return None
+    live_token = AccessToken.objects.filter(token_hash=digest, revoked_at__isnull=True).exists()
+    chat = ChatConnection.objects.filter(bot=bot, webhook_id=saved.get("webhookId")).exists()
+    if not (live_token and chat):
+        return None
+    if webhook_url and bot.webhook_url != webhook_url:
+        bot = bot_update(bot=bot, webhook_url=webhook_url)
+    return {
+        **saved,
+        "baseUrl": settings.PUBLIC_BASE_URL,
+        "chatUrl": settings.CHAT_URL,
+        "adminUrl": f"{settings.PUBLIC_BASE_URL}/admin/",
+        "webhookUrl": bot.webhook_url,
     }
