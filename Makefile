@@ -34,8 +34,12 @@ run: setup
 	PORT=$(PORT) $(BIN)/python -m platform_site.procfile_runner -f platform_site/Procfile
 
 # PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="-m integration tests/test_delivery_faults.py".
+# The suite runs in TEST_PROCESSES pytest-xdist processes (auto: one a core;
+# 0 runs it in this one), each with a DATA_DIR and a test database of its own
+# (tests/xdist_data_dir.py), a test file's tests together in one of them.
+TEST_PROCESSES ?= auto
 test: setup
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -p tests.xdist_data_dir -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
 # The official npm clients, and a bot written with the official SDK
 # (examples/sdk_bot), against a live service (web, worker, beat) on a fresh

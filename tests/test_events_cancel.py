@@ -162,7 +162,7 @@ def test_unknown_event_is_404(runtime_client, bot):
 
 
 @pytest.mark.parametrize(
-    "value", ["evt_123", "nonsense", new_id("conv"), "evt_" + "0" * 200], ids=str
+    "value", ["evt_123", "nonsense", "conv_01J0000000000000000000000A", "evt_" + "0" * 200], ids=str
 )
 def test_malformed_id_is_400_invalid_identifier(runtime_client, bot, value):
     assert_error(runtime_client().delete(cancel_url(value)), 400, "InvalidIdentifier")

@@ -501,7 +501,9 @@ def test_get_by_key_that_looks_like_an_id_of_no_file(client, bot):
     assert get_file(client, lookalike)["id"] == file.id
 
 
-@pytest.mark.parametrize("ref", [new_id("file"), "no-such-key.txt", "no/such/key.txt"])
+@pytest.mark.parametrize(
+    "ref", ["file_01J0000000000000000000000A", "no-such-key.txt", "no/such/key.txt"]
+)
 def test_unknown_file_is_404(client, bot, ref):
     FileFactory(bot=bot)
     error = assert_error(client.get(file_url(ref)), 404, "ResourceNotFound")

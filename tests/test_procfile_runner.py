@@ -59,13 +59,21 @@ def wait_for_line(process: subprocess.Popen[str], text: str, timeout: float = 20
 
 
 def test_every_line_comes_out_whole_with_its_process_name(tmp_path):
+    mark = tmp_path / "other-spoke"
     path = procfile(
         tmp_path,
         {
+            # Once the other has spoken (its mark made), so that the runner,
+            # which stops everything when this one ends, has its line too.
             "many": (
-                "import sys\nfor n in range(5000): print('line', n)\nsys.stdout.write('unended')"
+                "import os, sys, time\n"
+                f"while not os.path.exists({str(mark)!r}): time.sleep(0.01)\n"
+                "for n in range(5000): print('line', n)\nsys.stdout.write('unended')"
             ),
-            "other": "import time\nprint('from the other', flush=True)\ntime.sleep(60)",
+            "other": (
+                "import time\nprint('from the other', flush=True)\n"
+                f"open({str(mark)!r}, 'w').close()\ntime.sleep(60)"
+            ),
         },
     )
     process = runner(path)

@@ -34,24 +34,20 @@ class ChatFeedbackSerializer(serializers.Serializer):
     comment = serializers.CharField(required=False)
 
 
-class ChatMessageSerializer(serializers.Serializer):
-    id = serializers.CharField()
-    createdAt = serializers.DateTimeField()
-    payload = JsonObjectAnswerField()
-    userId = serializers.CharField()
-    conversationId = serializers.CharField()
-    metadata = JsonObjectAnswerField(required=False)
-    feedback = ChatFeedbackSerializer(
-        required=False, help_text="The feedback the key's user gave on it, if any"
-    )
-
-
+# A custom event a user sent in a conversation; a message is one with more.
 class ChatEventSerializer(serializers.Serializer):
     id = serializers.CharField()
     createdAt = serializers.DateTimeField()
     payload = JsonObjectAnswerField()
     conversationId = serializers.CharField()
     userId = serializers.CharField()
+
+
+class ChatMessageSerializer(ChatEventSerializer):
+    metadata = JsonObjectAnswerField(required=False)
+    feedback = ChatFeedbackSerializer(
+        required=False, help_text="The feedback the key's user gave on it, if any"
+    )
 
 
 class ChatHelloSerializer(serializers.Serializer):
