@@ -75,7 +75,10 @@ class Command(BaseCommand):
         except InvalidValue as exc:
             raise CommandError(f"--webhook-url: {exc.message}") from None
         if demo is not None:
-            self.stderr.write(f"Reusing the demo saved in {save} (a new one: --fresh).")
+            # Plain: Django styles stderr as an error, and this is news, not one.
+            self.stderr.write(
+                f"Reusing the demo saved in {save} (a new one: --fresh).", style_func=str
+            )
         return demo
 
     def _seeded(self, options: dict[str, Any]) -> dict[str, Any]:
