@@ -2,12 +2,14 @@
 
 import io
 import json
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from bots.models import AccessToken, Bot, Membership, Role, Workspace
@@ -320,7 +322,7 @@ def test_fresh_seeds_a_new_demo_over_the_saved_one(tmp_path):
     assert save(path, "--fresh")["workspaceId"] != first["workspaceId"]
 
 
-@pytest.mark.parametrize("damage", ["workspace", "token", "file"])
+@pytest.mark.parametrize("damage", ["workspace", "token", "expired", "file"])
 def test_a_saved_demo_that_is_no_longer_whole_is_seeded_anew(tmp_path, damage):
     path = tmp_path / "demo.json"
     first = save(path)
@@ -328,6 +330,10 @@ def test_a_saved_demo_that_is_no_longer_whole_is_seeded_anew(tmp_path, damage):
         Workspace.objects.filter(id=first["workspaceId"]).delete()
     elif damage == "token":
         AccessToken.objects.filter(token_hash=hash_token(first["tokens"]["owner"])).delete()
+    elif damage == "expired":
+        AccessToken.objects.filter(token_hash=hash_token(first["tokens"]["owner"])).update(
+            expires_at=timezone.now() - timedelta(minutes=1)
+        )
     else:
         path.write_text("{not json")
     again = save(path)

@@ -19,7 +19,7 @@ from bots.services.bots import bot_create, bot_update
 from bots.services.members import member_add
 from bots.services.tokens import access_token_create
 from bots.services.workspaces import workspace_create
-from bots.token_checks import InvalidToken, token_digest
+from bots.token_checks import InvalidToken, token_check_usable, token_digest
 from chat.models import ChatConnection
 from chat.services.connections import chat_connection_create
 from chat.services.conversations import conversation_create
@@ -132,9 +132,7 @@ def demo_seed(
     _, stranger_key = chat_user_create(connection=connection, name="Stranger")
 
     return {
-        "baseUrl": settings.PUBLIC_BASE_URL,
-        "chatUrl": settings.CHAT_URL,
-        "adminUrl": f"{settings.PUBLIC_BASE_URL}/admin/",
+        **_service_urls(),
         "admin": {"username": owner_email, "password": password},
         "staff": {"username": staff_email, "password": password},
         "workspaceId": workspace.id,
@@ -162,19 +160,26 @@ def demo_reuse(*, saved: dict[str, Any], webhook_url: str) -> dict[str, Any] | N
     `webhook_url` and its URLs at this service, which may have moved since."""
     try:
         digest = token_digest(str(saved["tokens"][Role.OWNER.value]))
+        token = AccessToken.objects.select_related("account").filter(token_hash=digest).first()
+        # The check every request's token meets: known, not revoked or
+        # expired, its account active.
+        token_check_usable(
+            token=token, digest=digest, account_is_active=bool(token and token.account.is_active)
+        )
         bot = Bot.objects.get(id=saved["botId"], workspace_id=saved["workspaceId"])
     except (KeyError, TypeError, InvalidToken, Bot.DoesNotExist):
         return None
-    live_token = AccessToken.objects.filter(token_hash=digest, revoked_at__isnull=True).exists()
-    chat = ChatConnection.objects.filter(bot=bot, webhook_id=saved.get("webhookId")).exists()
-    if not (live_token and chat):
+    if not ChatConnection.objects.filter(bot=bot, webhook_id=saved.get("webhookId")).exists():
         return None
     if webhook_url and bot.webhook_url != webhook_url:
         bot = bot_update(bot=bot, webhook_url=webhook_url)
+    return {**saved, **_service_urls(), "webhookUrl": bot.webhook_url}
+
+
+def _service_urls() -> dict[str, str]:
+    """Where this service is reached, as the demo prints it."""
     return {
-        **saved,
         "baseUrl": settings.PUBLIC_BASE_URL,
         "chatUrl": settings.CHAT_URL,
         "adminUrl": f"{settings.PUBLIC_BASE_URL}/admin/",
-        "webhookUrl": bot.webhook_url,
     }

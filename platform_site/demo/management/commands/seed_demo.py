@@ -51,10 +51,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         save = Path(options["save"]) if options["save"] else None
         demo = None
-        if save is not None and not options["fresh"]:
-            demo = self._reused(save, webhook_url=options["webhook_url"])
-        if demo is None:
-            demo = self._seeded(options)
+        try:
+            if save is not None and not options["fresh"]:
+                demo = self._reused(save, webhook_url=options["webhook_url"])
+            if demo is None:
+                demo = self._seeded(options)
+        except InvalidValue as exc:
+            # The one value argparse does not check itself.
+            raise CommandError(f"--webhook-url: {exc.message}") from None
         if save is None:
             self.stdout.write(json.dumps(demo) if options["json"] else json.dumps(demo, indent=2))
             return
@@ -70,10 +74,7 @@ class Command(BaseCommand):
             return None
         if not isinstance(saved, dict):
             return None
-        try:
-            demo = demo_reuse(saved=saved, webhook_url=webhook_url)
-        except InvalidValue as exc:
-            raise CommandError(f"--webhook-url: {exc.message}") from None
+        demo = demo_reuse(saved=saved, webhook_url=webhook_url)
         if demo is not None:
             # Plain: Django styles stderr as an error, and this is news, not one.
             self.stderr.write(
@@ -94,12 +95,8 @@ class Command(BaseCommand):
             def on_member() -> None:
                 progress.update(1)
 
-            try:
-                return demo_seed(
-                    webhook_url=options["webhook_url"],
-                    delivery_format=options["delivery_format"],
-                    on_member=on_member,
-                )
-            except InvalidValue as exc:
-                # The one value argparse does not check itself.
-                raise CommandError(f"--webhook-url: {exc.message}") from None
+            return demo_seed(
+                webhook_url=options["webhook_url"],
+                delivery_format=options["delivery_format"],
+                on_member=on_member,
+            )
