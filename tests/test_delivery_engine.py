@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
@@ -485,3 +485,30 @@ def test_the_engine_commits_without_waiting_for_the_disk_unless_told_to(settings
         finally:
             db.submit(lambda: connection.close()).result()
     assert value == ("off" if asynchronous else "on")
+
+
+def test_a_transaction_the_engine_abandons_gives_its_rows_back(settings):
+    """A worker cut off mid-transaction: the server ends what it left open,
+    so other processes' claims (which skip locked rows) reach its events."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL setting")
+    settings.EVENT_LEASE_SECONDS = 2.0  # abandoned after 1 s idle
+    event = EventFactory()
+
+    def lock_and_vanish() -> None:
+        # What a process cut off after its first statement leaves: an open
+        # transaction holding the row, and nobody to commit it.
+        connection.set_autocommit(False)
+        list(Event.objects.select_for_update().filter(id=event.id))
+
+    def claimable() -> bool:
+        with transaction.atomic():
+            return Event.objects.select_for_update(skip_locked=True).filter(id=event.id).exists()
+
+    with ThreadPoolExecutor(max_workers=1) as db:
+        try:
+            db.submit(engine_loop._on_db_thread, lock_and_vanish).result()
+            assert not claimable()
+            wait_until(claimable, timeout=15, message="the abandoned transaction to end")
+        finally:
+            db.submit(lambda: connection.close()).result()

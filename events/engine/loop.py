@@ -552,6 +552,16 @@ def _on_db_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             commit = "off" if settings.EVENT_DELIVERY_ASYNC_COMMIT else "on"
             with connection.cursor() as cursor:
                 cursor.execute(f"SET synchronous_commit TO {commit}")
+                # A worker cut off from the database in the middle of a
+                # transaction leaves it open on the server, which sees no
+                # reset (a partition, a proxy in between) and keeps its row
+                # locks for hours: the claims of every other process skip
+                # those events, so they are never delivered. The engine's
+                # transactions are a few milliseconds of statements back to
+                # back; one idle for half a lease was abandoned, and the
+                # server ends it, which lets the events' leases run out.
+                idle_ms = int(max(1.0, settings.EVENT_LEASE_SECONDS / 2) * 1000)
+                cursor.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
             _configured.connection = connection.connection
     return function(*args, **kwargs)
 
