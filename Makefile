@@ -11,7 +11,7 @@ DATA_DIR ?= var
 export DATA_DIR
 export PUBLIC_BASE_URL ?= http://127.0.0.1:$(PORT)
 
-.PHONY: run test test-clients test-schema setup lint check bench clean webchat
+.PHONY: run test test-clients test-schema setup lint check bench clean webchat openapi docs docs-build
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +29,18 @@ run: setup
 	# (RESEED=1 seeds a new one).
 	$(BIN)/python manage.py seed_demo --save $(DATA_DIR)/demo.json --webhook-url http://127.0.0.1:$(ECHO_BOT_PORT)/ $(if $(RESEED),--fresh)
 	$(BIN)/python manage.py demo_banner $(DATA_DIR)/demo.json
-	# Metrics count from the service's start (README: Metrics and logs).
+	# Metrics count from the service's start (docs/operating/metrics-logs.md).
 	rm -rf "$${PROMETHEUS_MULTIPROC_DIR:-$(DATA_DIR)/metrics}"
 	PORT=$(PORT) $(BIN)/python -m platform_site.procfile_runner -f platform_site/Procfile
 
 # PYTEST_ARGS narrows the run, e.g. PYTEST_ARGS="-m integration tests/test_delivery_faults.py".
-# The suite runs in TEST_PROCESSES pytest-xdist processes (auto: one a core;
-# 0 runs it in this one), each with a DATA_DIR and a test database of its own
+# The suite runs in TEST_PROCESSES pytest-xdist processes (0 runs it in this
+# one), each with a DATA_DIR and a test database of its own
 # (tests/xdist_data_dir.py), a test file's tests together in one of them.
-TEST_PROCESSES ?= auto
+# Two a core: half of the suite's time is spent waiting on the workers and
+# servers its tests start, so one a core left the cores idle half the time
+# (on 2 cores, 5m18s with 2 processes, 3m34s with 4; BENCHMARKS.md §24).
+TEST_PROCESSES ?= $(shell echo $$(( 2 * $$(getconf _NPROCESSORS_ONLN) )))
 test: setup
 	$(BIN)/python -m pytest -p tests.xdist_data_dir -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)
 
@@ -62,7 +65,22 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file $(DATA_DIR)/openapi.yaml
+	@cmp -s $(DATA_DIR)/openapi.yaml docs/api/openapi.yaml \
+	  || { echo "docs/api/openapi.yaml differs from what the code describes: run make openapi" >&2; exit 1; }
+
+# The OpenAPI document the docs' API reference is rendered from, written anew.
+openapi: setup
+	$(BIN)/python manage.py spectacular --validate --fail-on-warn --file docs/api/openapi.yaml
+
+# The documentation site (docs/, mkdocs.yml): served with live reload on
+# DOCS_PORT, or built (strict: a broken link or anchor fails) into var/site.
+DOCS_PORT ?= 8001
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-build: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 check: lint test
 

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         "http": "platform_site.server.http_protocol:HttpToolsProtocol",
         "lifespan": "off",
         # Forwarded headers are anybody's to forge: read only from the
-        # proxies named (README, Audit records).
+        # proxies named (docs/api/admin.md, audit records).
         "proxy_headers": bool(args.forwarded_allow_ips),
         "forwarded_allow_ips": args.forwarded_allow_ips or None,
         "timeout_graceful_shutdown": 5,

@@ -257,12 +257,12 @@ FILE_DOWNLOAD_URL_TTL = env.int("FILE_DOWNLOAD_URL_TTL", default=3600)
 FILE_INDEXING_TIME_LIMIT = env.int("FILE_INDEXING_TIME_LIMIT", default=600)
 FILE_INDEXING_MAX_ATTEMPTS = env.int("FILE_INDEXING_MAX_ATTEMPTS", default=3)
 FILE_HOUSEKEEPING_INTERVAL = env.float("FILE_HOUSEKEEPING_INTERVAL", default=60.0)  # seconds
-# Semantic search (README: Searching passages): on when the `semantic` extra
+# Semantic search (docs/guides/files.md): on when the `semantic` extra
 # is installed; false ranks by words alone and loads no model.
 FILE_SEARCH_SEMANTIC = env.bool("FILE_SEARCH_SEMANTIC", default=True)
 # Indexing embeds a file of up to this many passages in the same pass; a
 # longer one is searchable by its words when indexed, by meaning once the
-# worker has embedded it (README: Searching passages).
+# worker has embedded it (docs/guides/files.md).
 FILE_EMBEDDING_INLINE_MAX = env.int("FILE_EMBEDDING_INLINE_MAX", default=10_000)
 # Threads of one embedding run (0: one per core).
 FILE_SEARCH_EMBEDDING_THREADS = env.int("FILE_SEARCH_EMBEDDING_THREADS", default=0)
@@ -685,7 +685,7 @@ if DASHBOARD_ROLLUP_KEEP_HOURS < 24:
 
 # --- Beat schedule ---
 # Every periodic job, here and nowhere else: a task of an app's tasks.py
-# (README: Layout), run every so many seconds, each run expiring when the next
+# (docs/development/layout.md), run every so many seconds, each run expiring when the next
 # is due so that a stopped worker does not find a pile of them.
 
 

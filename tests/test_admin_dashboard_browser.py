@@ -1,7 +1,7 @@
 """The dashboard in headless Chromium, with a day of traffic in it: a
 superuser logs in and lands on it; the charts are drawn, a failing bot's
 last reason shows, and a screenshot of the whole page is saved as
-tests/screenshots/admin-dashboard.png (the one the README shows)."""
+docs/img/admin-dashboard.png (the one the documentation shows)."""
 
 import math
 import random
@@ -25,7 +25,7 @@ from tests.test_admin_browser import log_in
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PASSWORD = "a-long-browser-password"
-SCREENSHOT = Path(__file__).resolve().parent / "screenshots" / "admin-dashboard.png"
+SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "img" / "admin-dashboard.png"
 SCREENSHOT_WIDTH = 1400
 FAILING = {
     "Order Tracker": "HTTP 503: upstream orders service unavailable",

@@ -7,7 +7,7 @@ again when its lease ends (at least once), and how many were sent twice is
 reported.
 
 Runs on whatever database and broker the suite runs on (PostgreSQL + Redis,
-the embedded defaults, RabbitMQ: see the README)."""
+the embedded defaults, RabbitMQ: see docs/development/tests.md)."""
 
 import random
 import signal

@@ -1,4 +1,4 @@
-"""The shape of the code, kept true (README: Layout): imports point one way,
+"""The shape of the code, kept true (docs/development/layout.md): imports point one way,
 services and selectors speak in domain errors, tasks sit on top of services,
 and no app's modules import each other in a circle."""
 
@@ -96,7 +96,7 @@ def test_services_never_import_tasks(app):
             assert not any(i.endswith(".tasks") for i in imported), name
 
 
-# The house, from the ground up (README: Layout): each room may import the
+# The house, from the ground up (docs/development/layout.md): each room may import the
 # rooms listed for it, never one above. platform_site's top-level modules are
 # the composition root: the only place that imports every room.
 FOUNDATION = "platform_site.foundation"

@@ -30,7 +30,7 @@ BIG_TABLES = {
 }
 
 # The last migration of each app written before the rule: these built their
-# indexes the plain way when the tables were young (README: Upgrading).
+# indexes the plain way when the tables were young (docs/upgrading.md).
 CHECKED_AFTER = {
     "bots": "0011_chat_user_creation_limits",
     "events": "0006_analytics_minute",

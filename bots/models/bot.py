@@ -39,7 +39,7 @@ MAX_EXECUTION_TIME_MAX = 300
 
 
 class DeliveryFormat(models.TextChoices):
-    """How an event is POSTed to the bot's webhook (README: Event delivery)."""
+    """How an event is POSTed to the bot's webhook (docs/api/webhooks.md)."""
 
     # The event itself, signed in the Standard Webhooks format.
     STANDARD = "standard"

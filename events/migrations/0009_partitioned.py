@@ -2,8 +2,8 @@
 (events/services/partitions.py), without holding their writes longer than a
 catalog change: the existing rows stay where they are, as partition `_p0`
 of every id below the start of the day after tomorrow (UTC), read once to
-prove it under a lock that lets writes through (the README's entry for this
-migration, under *Operating it*, gives the time per million rows);
+prove it under a lock that lets writes through (docs/upgrading.md gives
+the time per million rows);
 partitions of EVENT_PARTITION_DAYS begin there. SQLite keeps its tables.
 Reversed, every row is copied back into plain tables, their writes held
 meanwhile."""

@@ -7,8 +7,7 @@
 // - keeps a `session` user state that expires after SESSION_EXPIRY_MS of
 //   idleness, and says so in the conversation when it does (state_expired).
 //
-// Run it against this service (README: "Run a bot written for the hosted
-// platform here"):
+// Run it against this service (docs/guides/sdk-bot.md):
 //
 //   BP_API_URL=http://127.0.0.1:8000 BP_TOKEN=bp_pat_… PORT=8072 node bot.mjs
 //

@@ -4,7 +4,7 @@ onnxruntime, its words cut by BERT's uncased WordPiece vocabulary
 (`vocab.txt` beside this module, the model's own).
 
 Everything here loads from the installed packages, never from a hub. The
-packages are the `semantic` extra (README: Searching passages): without
+packages are the `semantic` extra (docs/guides/files.md): without
 them `model()` answers None and search ranks lexically alone. The model
 loads on first use, not at a process's start, and once per process.
 

@@ -53,7 +53,7 @@ def forwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
         except DatabaseError as refused:
             sys.stdout.write(
                 f"\n  btree_gin cannot be created ({refused}): the passages' search index"
-                " stays keyed by words alone (README: Searching passages)\n"
+                " stays keyed by words alone (docs/upgrading.md)\n"
             )
             return
         _build(cursor, NEW, "file_id, search_vector")

@@ -20,7 +20,7 @@ selects it (`--http platform_site.server.http_protocol:HttpToolsProtocol`).
   request is for (RFC 9112 §3.2.2): it replaces the Host header, so that
   ALLOWED_HOSTS judges it.
 
-The limits are settings (platform_site/settings.py, README: Serving)."""
+The limits are settings (platform_site/settings.py, docs/operating/serving.md)."""
 
 import asyncio
 import json
