@@ -19,15 +19,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 server = live.server
 
 
-def put(server: Any, file: File, *, length: int, content_type: str) -> Exchange:
-    path = "/" + upload_url(file).split("://", 1)[1].split("/", 1)[1]
+def upload_path(file: File) -> str:
+    return "/" + upload_url(file).split("://", 1)[1].split("/", 1)[1]
+
+
+def put(server: Any, path: str, *, length: int, content_type: str) -> Exchange:
     headers = {"content-length": str(length), "content-type": content_type}
     return Exchange(server, path, method="PUT", headers=headers)
 
 
 def test_an_upload_announcing_another_size_fails_before_its_body_is_read(server, bot):
     file = file_upsert(bot=bot, key="notes.txt", size=5)
-    exchange = put(server, file, length=1_000_000_000, content_type="text/plain")
+    exchange = put(server, upload_path(file), length=1_000_000_000, content_type="text/plain")
     body = assert_error(exchange.answer(), 400, "InvalidPayload")
     assert "1000000000 bytes but the file announced 5" in body["message"]
     file.refresh_from_db()
@@ -38,6 +41,7 @@ def test_an_upload_announcing_another_size_fails_before_its_body_is_read(server,
 
 def test_an_upload_of_a_replaced_url_is_403_before_its_body_is_read(server, bot):
     file = file_upsert(bot=bot, key="notes.txt", size=5)
-    stale = put(server, file, length=5, content_type="text/plain")
+    stale_path = upload_path(file)
     file_upsert(bot=bot, key="notes.txt", size=5)  # a new upload URL
+    stale = put(server, stale_path, length=5, content_type="text/plain")
     assert_error(stale.answer(), 403, "Forbidden")
