@@ -14,8 +14,9 @@ stated reason (`filter_failure`):
   state (the document says them in words): STATE_REFUSALS.
   And in stateful runs, schemathesis feeds a value seen in one response to
   another operation's parameter (a member's `id` to a `workspace_id`, say)
-  without checking it against that parameter's schema: a request whose path
-  does not keep to the document is not held against the server.
+  without checking it against that parameter's schema (a member's `userId`
+  to the events list's `userId` filter): a request whose path or query does
+  not keep to the document is not held against the server.
 - `negative_data_rejection` holds that a request the document calls invalid is
   refused. Query values travel as strings, and unknown query parameters are
   ignored (the contract says so), so some invalid queries that schemathesis
@@ -172,6 +173,12 @@ def _query_is_valid_as_sent(case: Any, response: Any) -> bool:
         for location in (ParameterLocation.PATH, ParameterLocation.HEADER, ParameterLocation.BODY)
     ):
         return False
+    return _query_keeps_to_document(case, response, complete=True)
+
+
+def _query_keeps_to_document(case: Any, response: Any, *, complete: bool) -> bool:
+    """Every query parameter as sent keeps to its schema (and, `complete`,
+    every required one was sent)."""
     parameters = [
         parameter
         for parameter in case.operation.definition.raw.get("parameters", [])
@@ -181,7 +188,7 @@ def _query_is_valid_as_sent(case: Any, response: Any) -> bool:
     for parameter in parameters:
         name = parameter["name"]
         if name not in sent:
-            if parameter.get("required"):
+            if complete and parameter.get("required"):
                 return False
             continue
         if not jsonschema_rs.validator_for(parameter.get("schema", {})).is_valid(sent[name]):
@@ -242,7 +249,11 @@ def _dropped(failure: Any, case: Any, response: Any) -> bool:
     if isinstance(failure, EnsureResourceAvailability):
         return _absent_by_design(case, response)
     if isinstance(failure, RejectedPositiveData):
-        return _refused_for_state(case, response) or not _path_keeps_to_document(case)
+        return (
+            _refused_for_state(case, response)
+            or not _path_keeps_to_document(case)
+            or not _query_keeps_to_document(case, response, complete=False)
+        )
     if isinstance(failure, AcceptedNegativeData):
         return _query_is_valid_as_sent(case, response)
     return False

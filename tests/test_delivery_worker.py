@@ -198,8 +198,11 @@ def test_a_canceled_scheduled_event_is_never_delivered(runtime_client, hooked, r
 def test_an_event_held_by_a_killed_worker_is_delivered_after_its_lease_ends(
     runtime_client, hooked, receiver, workers
 ):
+    # A timeout above what the lease leaves room for lengthens the lease to
+    # the timeout + 10 s (events/engine/delivery.py): 15 s, while the kill
+    # comes well within the 5 s the hung request has.
     lease = 3.0
-    workers.configure(EVENT_LEASE_SECONDS=lease, EVENT_DELIVERY_TIMEOUT=20.0)
+    workers.configure(EVENT_LEASE_SECONDS=lease, EVENT_DELIVERY_TIMEOUT=5.0)
     receiver.answer(Answer(delay=30.0))  # the first request hangs
     doomed = workers.start(beat=False)
 
