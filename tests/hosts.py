@@ -79,7 +79,12 @@ class Host:
                 subprocess.Popen(
                     [
                         "socat",
-                        f"TCP-LISTEN:{self.port(port)},bind={self.gateway},fork,reuseaddr",
+                        # Keepalives on the host's side, as a store reached
+                        # directly would have them (the engine's sessions ask
+                        # PostgreSQL for them): a cut host's connections end,
+                        # and so do the forwarded ones, within seconds.
+                        f"TCP-LISTEN:{self.port(port)},bind={self.gateway},fork,reuseaddr,"
+                        "keepalive,keepidle=2,keepintvl=1,keepcnt=3",
                         f"TCP:127.0.0.1:{port}",
                     ],
                     # Its connections' children with it, to stop them together.

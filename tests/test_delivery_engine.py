@@ -512,3 +512,25 @@ def test_a_transaction_the_engine_abandons_gives_its_rows_back(settings):
             wait_until(claimable, timeout=15, message="the abandoned transaction to end")
         finally:
             db.submit(lambda: connection.close()).result()
+
+
+def test_the_engine_s_sessions_ask_for_keepalives():
+    """A session cut off mid-statement is not idle in its transaction: the
+    server's keepalives are what end it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL setting")
+
+    def keepalives() -> list[str]:
+        with connection.cursor() as cursor:
+            values = []
+            for name in ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count"):
+                cursor.execute(f"SHOW {name}")
+                values.append(str(cursor.fetchone()[0]))
+            return values
+
+    with ThreadPoolExecutor(max_workers=1) as db:
+        try:
+            values = db.submit(engine_loop._on_db_thread, keepalives).result()
+        finally:
+            db.submit(lambda: connection.close()).result()
+    assert values == ["10", "5", "3"]

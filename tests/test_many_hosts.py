@@ -111,6 +111,20 @@ def platform(network, settings, tmp_path: Path, celery_queue) -> Iterator[Platfo
             print(f"--- {process.name} ---\n{process.log()[-6000:]}")
 
 
+def sessions_holding_events() -> str:
+    """What the database's other sessions are doing, those in a transaction
+    first: why events stay out of reach of the claims (which skip locked rows)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, client_addr, state, wait_event_type, wait_event,"
+            " now() - xact_start, left(query, 120) FROM pg_stat_activity"
+            " WHERE pid <> pg_backend_pid() AND datname = current_database()"
+            " ORDER BY xact_start NULLS LAST"
+        )
+        rows = cursor.fetchall()
+    return "sessions:\n" + "\n".join(map(str, rows))
+
+
 def bearer(token: str, bot: Bot) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "x-bot-id": bot.id}
 
@@ -294,6 +308,8 @@ def test_worker_hosts_share_deliveries_and_one_cut_off_loses_nothing(platform, r
         message=lambda: (
             "every event processed: "
             + str(Event.objects.filter(id__in=made).values_list("status").distinct())
+            + "\n"
+            + sessions_holding_events()
         ),
     )
     delivered = receiver.by_host()

@@ -562,6 +562,14 @@ def _on_db_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
                 # server ends it, which lets the events' leases run out.
                 idle_ms = int(max(1.0, settings.EVENT_LEASE_SECONDS / 2) * 1000)
                 cursor.execute(f"SET idle_in_transaction_session_timeout = {idle_ms}")
+                # A session cut off in the middle of a statement (a COPY of
+                # attempts waiting for its rows) is not idle, and holds the
+                # locks of what its transaction updated before: the server's
+                # keepalives find the host gone within about 25 s.
+                cursor.execute(
+                    "SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
+                    " SET tcp_keepalives_count = 3"
+                )
             _configured.connection = connection.connection
     return function(*args, **kwargs)
 
