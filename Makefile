@@ -39,7 +39,8 @@ run: setup
 # (tests/xdist_data_dir.py), a test file's tests together in one of them.
 # Two a core: half of the suite's time is spent waiting on the workers and
 # servers its tests start, so one a core left the cores idle half the time
-# (on 2 cores, 5m18s with 2 processes, 3m34s with 4; BENCHMARKS.md §24).
+# (on 2 cores, one run after the other: 285 s with 2 processes, 217 s with 4;
+# BENCHMARKS.md §24).
 TEST_PROCESSES ?= $(shell echo $$(( 2 * $$(getconf _NPROCESSORS_ONLN) )))
 test: setup
 	$(BIN)/python -m pytest -p tests.xdist_data_dir -n $(TEST_PROCESSES) --dist loadfile $(PYTEST_ARGS)

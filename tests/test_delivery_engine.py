@@ -4,6 +4,7 @@ backpressure, giving back what it cannot send in time, stopping, waking, and
 surviving a failing database. Waits poll the database; nothing here asserts
 on speed."""
 
+import contextlib
 import logging
 import threading
 import time
@@ -12,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
@@ -35,6 +36,8 @@ from tests.servers import free_port, reachable_redis
 from tests.worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -468,30 +471,41 @@ def test_no_engine_when_a_worker_is_told_to_deliver_nothing(settings):
     process.stop_engine()
 
 
+@contextlib.contextmanager
+def engine_db_thread() -> Iterator[Callable[[Callable[[], T]], T]]:
+    """Run functions on a thread as the engine's database thread runs them
+    (engine_loop._on_db_thread: its session configured once); the thread's
+    connection closed at the end."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL settings")
+    with ThreadPoolExecutor(max_workers=1) as db:
+        try:
+            yield lambda function: db.submit(engine_loop._on_db_thread, function).result()
+        finally:
+            db.submit(lambda: connection.close()).result()
+
+
+def shown(*names: str) -> list[str]:
+    """The session's values of the settings `names`."""
+    values = []
+    with connection.cursor() as cursor:
+        for name in names:
+            cursor.execute(f"SHOW {name}")
+            values.append(str(cursor.fetchone()[0]))
+    return values
+
+
 @pytest.mark.parametrize("asynchronous", [True, False])
 def test_the_engine_commits_without_waiting_for_the_disk_unless_told_to(settings, asynchronous):
     settings.EVENT_DELIVERY_ASYNC_COMMIT = asynchronous
-
-    def synchronous_commit() -> str:
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW synchronous_commit")
-            return str(cursor.fetchone()[0])
-
-    if connection.vendor != "postgresql":
-        pytest.skip("a PostgreSQL setting")
-    with ThreadPoolExecutor(max_workers=1) as db:
-        try:
-            value = db.submit(engine_loop._on_db_thread, synchronous_commit).result()
-        finally:
-            db.submit(lambda: connection.close()).result()
-    assert value == ("off" if asynchronous else "on")
+    with engine_db_thread() as run:
+        value = run(lambda: shown("synchronous_commit"))
+    assert value == ["off" if asynchronous else "on"]
 
 
 def test_a_transaction_the_engine_abandons_gives_its_rows_back(settings):
     """A worker cut off mid-transaction: the server ends what it left open,
     so other processes' claims (which skip locked rows) reach its events."""
-    if connection.vendor != "postgresql":
-        pytest.skip("a PostgreSQL setting")
     settings.EVENT_LEASE_SECONDS = 2.0  # abandoned after 1 s idle
     event = EventFactory()
 
@@ -505,32 +519,17 @@ def test_a_transaction_the_engine_abandons_gives_its_rows_back(settings):
         with transaction.atomic():
             return Event.objects.select_for_update(skip_locked=True).filter(id=event.id).exists()
 
-    with ThreadPoolExecutor(max_workers=1) as db:
-        try:
-            db.submit(engine_loop._on_db_thread, lock_and_vanish).result()
-            assert not claimable()
-            wait_until(claimable, timeout=15, message="the abandoned transaction to end")
-        finally:
-            db.submit(lambda: connection.close()).result()
+    with engine_db_thread() as run:
+        run(lock_and_vanish)
+        assert not claimable()
+        wait_until(claimable, timeout=15, message="the abandoned transaction to end")
 
 
 def test_the_engine_s_sessions_ask_for_keepalives():
     """A session cut off mid-statement is not idle in its transaction: the
     server's keepalives are what end it."""
-    if connection.vendor != "postgresql":
-        pytest.skip("a PostgreSQL setting")
-
-    def keepalives() -> list[str]:
-        with connection.cursor() as cursor:
-            values = []
-            for name in ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count"):
-                cursor.execute(f"SHOW {name}")
-                values.append(str(cursor.fetchone()[0]))
-            return values
-
-    with ThreadPoolExecutor(max_workers=1) as db:
-        try:
-            values = db.submit(engine_loop._on_db_thread, keepalives).result()
-        finally:
-            db.submit(lambda: connection.close()).result()
+    with engine_db_thread() as run:
+        values = run(
+            lambda: shown("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")
+        )
     assert values == ["10", "5", "3"]
