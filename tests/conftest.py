@@ -1,5 +1,6 @@
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from rest_framework.test import APIClient
 
 from bots.models import Bot, Role, Workspace
 from platform_site.api.rate_limit import MemoryLimiter, limiter
+from platform_site.foundation import credential_cache, credential_invalidation
 from platform_site.foundation.credential_cache import credential_caches_clear
 from platform_site.observability.log_handler import BatchedStreamHandler
 from tests.factories import BotFactory, WorkspaceFactory, member_token
@@ -48,6 +50,41 @@ def _fresh_credential_caches() -> None:
     credential_caches_clear()
     if isinstance(limiter(), MemoryLimiter):
         limiter().clear()
+
+
+_COUNTING_FIXTURES = {"django_assert_num_queries", "django_assert_max_num_queries"}
+
+
+@pytest.fixture(autouse=True)
+def _deaf_to_other_test_processes(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite's processes share one Redis, and every process hears every
+    credential invalidation: another test's revocation would make this one's
+    kept answers go at any moment, and its query counts with them. This
+    process's own invalidations are still heard, and tests marked
+    `hears_invalidations` hear everything."""
+    if request.node.get_closest_marker("hears_invalidations"):
+        return
+    forget = credential_invalidation._forget
+
+    def forget_unless_heard() -> None:
+        if threading.current_thread().name != credential_invalidation.SUBSCRIBER_THREAD:
+            forget()
+
+    monkeypatch.setattr(credential_invalidation, "_forget", forget_unless_heard)
+
+
+@pytest.fixture(autouse=True)
+def _credentials_ageless_while_counting(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test that counts a request's queries counts on the credentials an
+    earlier request read being kept, and an answer read before the subscriber
+    listened is trusted for one second only, which a loaded machine can take
+    between two requests. Tests of the cache's ageing set its clock themselves."""
+    if _COUNTING_FIXTURES & set(request.fixturenames):
+        monkeypatch.setattr(credential_cache, "clock", lambda: 0.0)
 
 
 @pytest.fixture

@@ -11,10 +11,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 from django.conf import settings as django_settings
+from redis.connection import parse_url
 
 from bots.models import AccessToken, Bot, Membership, Role
 from bots.services.bots import bot_delete
@@ -32,13 +34,28 @@ from tests.factories import (
 )
 from tests.worker import PROJECT_DIR, worker_database_url
 
-REDIS_URL: str = django_settings.LIVE_STREAM_REDIS_URL
+
+def _private_bus(url: str) -> str:
+    """The configured Redis on a database of this test process's own: the
+    channel carries the database number, so the other test processes'
+    invalidations (every revocation they make) stay off this module's
+    channel, and a kept answer changes only by what these tests write."""
+    if not url:
+        return url
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    configured = int(parse_url(url).get("db", 0))
+    free = [db for db in range(16) if db != configured]
+    return urlsplit(url)._replace(path=f"/{free[worker % len(free)]}").geturl()
+
+
+REDIS_URL: str = _private_bus(django_settings.LIVE_STREAM_REDIS_URL)
 TIMEOUT = 10.0
 # What the task promises: refused everywhere within a second of the commit.
 WITHIN = 1.0
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.hears_invalidations,
     pytest.mark.skipif(
         not REDIS_URL,
         reason="no Redis configured: LIVE_STREAM_REDIS_URL is empty (the embedded "
@@ -54,6 +71,11 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = TIMEOUT) 
             raise AssertionError(f"not met within {timeout} s: {what}")
         time.sleep(0.01)
     return result
+
+
+@pytest.fixture(autouse=True)
+def _on_the_private_bus(settings: Any) -> None:
+    settings.LIVE_STREAM_REDIS_URL = REDIS_URL
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ from redis.retry import Retry
 logger = logging.getLogger("platform_site.api.credentials")
 
 CHANNEL = "credentials:invalidate"
+SUBSCRIBER_THREAD = "credentials-invalidation"
 # Publishing runs after a write's commit, in its request: a Redis outage must
 # not hold it long.
 PUBLISH_TIMEOUT = 1.0
@@ -64,7 +65,7 @@ class Subscriber(threading.Thread):
     """The invalidation channel's listener of one process."""
 
     def __init__(self, url: str, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(name="credentials-invalidation", daemon=True)
+        super().__init__(name=SUBSCRIBER_THREAD, daemon=True)
         self.url = url
         self.pid = os.getpid()
         self._clock = clock
