@@ -5,15 +5,18 @@ the record of every attempt, and the lease that fences every write."""
 import gzip
 import json
 import socket
+import threading
 from dataclasses import replace
 from datetime import datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
 import pytest
+from django.db import OperationalError, connection, connections
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+import events.engine.delivery as delivery_module
 import tests.delivering
 from bots.models import Bot
 from bots.models.bot import new_signing_secret
@@ -673,6 +676,57 @@ def test_the_record_of_an_event_deleted_meanwhile_is_dropped(hooked, receiver):
     finished = list(zip(claimed.deliveries, results, strict=True))
     assert deliveries_record(finished) == {"lease lost": 1}
     assert attempts_of(event.id) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_record_of_a_bot_deleted_meanwhile_is_dropped_and_commits(receiver):
+    # Attempts name their bot under a constraint checked at commit: those of
+    # a bot deleted while its events were out must be gone by then.
+    bot = BotFactory(webhook_url=receiver.url)
+    event = record(bot)
+    claimed = deliveries_claim(limit=10)
+    results = send(claimed.deliveries)
+    Bot.objects.filter(id=bot.id).delete()
+    finished = list(zip(claimed.deliveries, results, strict=True))
+    assert deliveries_record(finished) == {"lease lost": 1}
+    assert attempts_of(event.id) == []
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite locks the whole database")
+@pytest.mark.django_db(transaction=True)
+def test_while_the_attempts_are_copied_their_events_are_not_locked(receiver, monkeypatch):
+    # A worker cut off in the middle of the COPY leaves its session waiting
+    # for rows until TCP gives up: meanwhile its events must stay free for
+    # other processes to claim.
+    bot = BotFactory(webhook_url=receiver.url)
+    event = record(bot)
+    claimed = deliveries_claim(limit=10)
+    results = send(claimed.deliveries)
+    copy = delivery_module.rows_insert
+    locked: list[bool] = []
+
+    def lock_from_another_session() -> None:
+        with connections["default"].cursor() as cursor:
+            try:
+                cursor.execute(
+                    "SELECT id FROM events_event WHERE id = %s FOR UPDATE NOWAIT", [event.id]
+                )
+                locked.append(False)
+            except OperationalError:
+                locked.append(True)
+        connections["default"].close()
+
+    def copy_then_look(*args: Any, **kwargs: Any) -> None:
+        copy(*args, **kwargs)
+        other = threading.Thread(target=lock_from_another_session)
+        other.start()
+        other.join()
+
+    monkeypatch.setattr(delivery_module, "rows_insert", copy_then_look)
+    finished = list(zip(claimed.deliveries, results, strict=True))
+    assert deliveries_record(finished) == {"processed": 1}
+    assert locked == [False]
+    assert [a.outcome for a in attempts_of(event.id)] == ["processed"]
 
 
 # --- retry by hand ----------------------------------------------------------------------------

@@ -141,6 +141,10 @@ def deliveries_record(finished: Sequence[tuple[Delivery, WebhookResult]]) -> Cou
                 else f"failed for good: {verdict.reason}",
                 extra={"event_id": delivery.event_id, "bot_id": delivery.bot_id, "attempt": number},
             )
+    # The attempts first: a COPY waits on the worker for its rows, and a
+    # worker cut off in the middle of one must not hold its events' locks
+    # (the updates below take them) until TCP gives the session up.
+    rows_insert(DeliveryAttempt, _ATTEMPT_FIELDS, attempts)
     if failed:
         updated = _mark_failed(failed, now)
         for failure in failed:
@@ -153,11 +157,10 @@ def deliveries_record(finished: Sequence[tuple[Delivery, WebhookResult]]) -> Cou
         # Taken over by another process, or deleted with their bot meanwhile:
         # the attempts of events that still exist are kept.
         logger.warning("%d deliveries ended after another process took them", tally[LEASE_LOST])
-        alive = set(
-            Event.objects.filter(id__in=[a[0] for a in attempts]).values_list("id", flat=True)
-        )
-        attempts = [a for a in attempts if a[0] in alive]
-    rows_insert(DeliveryAttempt, _ATTEMPT_FIELDS, attempts)
+        ids = {a[0] for a in attempts}
+        gone = ids - set(Event.objects.filter(id__in=ids).values_list("id", flat=True))
+        if gone:
+            DeliveryAttempt.objects.filter(event_id__in=gone).delete()
     return +tally
 
 
