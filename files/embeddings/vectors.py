@@ -27,9 +27,30 @@ def positions_count(positions: bytes) -> int:
     return len(positions) // 4  # uint32 each
 
 
+def vectors_stored(positions: bytes, vectors: bytes) -> tuple["np.ndarray", "np.ndarray"]:
+    """(positions, float16 vectors n × DIMENSIONS) of stored bytes, read in place."""
+    import numpy as np
+
+    stored = np.frombuffer(vectors, dtype="<f2")
+    return np.frombuffer(positions, dtype="<u4"), stored.reshape(-1, DIMENSIONS)
+
+
 def vectors_unpack(positions: bytes, vectors: bytes) -> tuple["np.ndarray", "np.ndarray"]:
     """(positions, float32 vectors n × DIMENSIONS) of stored bytes."""
     import numpy as np
 
-    unpacked = np.frombuffer(vectors, dtype="<f2").astype(np.float32)
-    return np.frombuffer(positions, dtype="<u4"), unpacked.reshape(-1, DIMENSIONS)
+    unpacked_positions, stored = vectors_stored(positions, vectors)
+    return unpacked_positions, stored.astype(np.float32)
+
+
+def vectors_quantize(vectors: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """(int8 codes, float32 scales) of float vectors (n × d): each row scaled
+    so that its largest component is ±127, `codes[i] * scales[i]` being the
+    vector to within 0.4 % of that component. A dot product of codes reads
+    a quarter of the memory of float32 ones."""
+    import numpy as np
+
+    largest = np.abs(vectors).max(axis=1)
+    scales = np.where(largest > 0, largest / 127, 1).astype(np.float32)
+    codes = np.rint(vectors / scales[:, None]).astype(np.int8)
+    return codes, scales
