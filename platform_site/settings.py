@@ -266,7 +266,7 @@ FILE_SEARCH_SEMANTIC = env.bool("FILE_SEARCH_SEMANTIC", default=True)
 FILE_EMBEDDING_INLINE_MAX = env.int("FILE_EMBEDDING_INLINE_MAX", default=10_000)
 # Threads of one embedding run (0: one per core).
 FILE_SEARCH_EMBEDDING_THREADS = env.int("FILE_SEARCH_EMBEDDING_THREADS", default=0)
-# Files' vectors each web process keeps in memory (float32: 1.5 kB a passage);
+# Files' vectors each web process keeps in memory (int8 + float16: 1.1 kB a passage);
 # a bot's vectors beyond it are read from the database at every search.
 FILE_SEARCH_VECTOR_CACHE_MB = env.int("FILE_SEARCH_VECTOR_CACHE_MB", default=512)
 
