@@ -8,9 +8,11 @@ import pytest
 from django.db import connection
 
 from files.models import File
+from files.passage_data import PassageData
 from files.selectors import search_bm25_postgresql
 from files.selectors.search_bm25_postgresql import statistics
 from files.selectors.search_lexical import passages_ranked_lexically
+from files.services.files import file_passages_set
 from tests.factories import FileFactory, PassageFactory
 
 pytestmark = [
@@ -59,19 +61,50 @@ def test_a_rare_word_outweighs_a_common_one_said_twice(harbour):
     assert shares is not None and shares[0] > 0.9 > shares[1]
 
 
-def test_only_the_rare_words_draw_candidates_when_they_find_enough(harbour, monkeypatch):
-    analysed()
-    drawn: list[str] = []
+def words_drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], int]]:
+    """What each ranking drew, and among how many passages."""
+    drawn: list[tuple[list[str], int]] = []
     real = search_bm25_postgresql._weights
 
-    def spy(words: Any, shares: Any) -> Any:
-        drawing, idf = real(words, shares)
-        drawn.extend(drawing)
+    def spy(words: Any, shares: Any, passages: int) -> Any:
+        drawing, idf = real(words, shares, passages)
+        drawn.append((drawing, passages))
         return drawing, idf
 
     monkeypatch.setattr(search_bm25_postgresql, "_weights", spy)
+    return drawn
+
+
+def test_only_the_rare_words_draw_candidates_when_they_find_enough(harbour, monkeypatch):
+    analysed()
+    # A bot of more passages than the bound: the harbour's 201 would pass it.
+    monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 100)
+    drawn = words_drawn(monkeypatch)
     assert len(ranked(harbour, "harbour lighthouse", limit=1)) == 1
-    assert drawn == ["lighthous"]
+    assert drawn == [(["lighthous"], 201)]
+
+
+def test_every_word_draws_among_fewer_passages_than_the_bound(harbour, monkeypatch):
+    analysed()
+    drawn = words_drawn(monkeypatch)
+    assert len(ranked(harbour, "harbour lighthouse", limit=1)) == 1
+    assert drawn == [(["lighthous", "harbour"], 201)]
+
+
+def test_the_passages_counted_are_the_files_current_ones(harbour, monkeypatch):
+    analysed()
+    drawn = words_drawn(monkeypatch)
+    other = FileFactory(bot=harbour.bot)
+    PassageFactory(file=other, position=0, content="A ferry timetable.")
+    files = File.objects.filter(bot=harbour.bot)
+    passages_ranked_lexically(files=files, query="ferry", limit=1)
+    # New passages come with a new passages_version: counted again.
+    file_passages_set(
+        file=File.objects.get(id=other.id),
+        passages=[PassageData(content=f"Ferry {n}.") for n in range(3)],
+    )
+    passages_ranked_lexically(files=files, query="ferry", limit=1)
+    assert [passages for _, passages in drawn] == [202, 204]
 
 
 def test_the_common_words_draw_when_the_rare_ones_find_too_little(harbour):

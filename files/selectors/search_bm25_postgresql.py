@@ -16,12 +16,15 @@ the same.
 
 The same statistics bound the work: the passages ranked are those holding
 one of the query's rarest words, adding words from the rarest while the
-passages they would bring stay under CANDIDATE_SHARE of the collection
-(the rarest always counts). A passage holding only the common words of a
-question is not ranked: with their weight next to nothing, it would rank
-below those holding a rare one. The common words still count in the
-ranking of the passages found, and draw too when the rare ones find fewer
-passages than asked for."""
+passages they would bring (a word's share of all passages times the
+searched files' passages) stay under CANDIDATE_PASSAGES (the rarest always
+counts). Ranking a matched passage reads its row (about 10 µs when the
+table is bigger than PostgreSQL's buffers), so the bound is what keeps a
+search of a big bot short; a small bot's questions draw every word. A
+passage holding only the common words of a question is not ranked: with
+their weight next to nothing, it would rank below those holding a rare
+one. The common words still count in the ranking of the passages found,
+and draw too when the rare ones find fewer passages than asked for."""
 
 import math
 import threading
@@ -31,9 +34,10 @@ from typing import Any
 
 from django.db import connection, transaction
 
-# Words drawn into the candidate match while their shares of passages add
-# up to at most this (beyond the rarest one).
-CANDIDATE_SHARE = 0.05
+# Words drawn into the candidate match while the passages they would bring
+# add up to at most this (beyond the rarest one). On 200,000 passages it
+# keeps 0.935 of the top 10 that every word drawing finds (BENCHMARKS.md §22).
+CANDIDATE_PASSAGES = 2_000
 # Seconds the column's statistics are kept by a process before reading again.
 STATISTICS_TTL = 600.0
 _K1 = 1.5
@@ -122,15 +126,18 @@ def _quoted(word: str) -> str:
     return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _weights(words: Sequence[str], shares: Sequence[float] | None) -> tuple[list[str], list[float]]:
-    """The words that draw candidates, and each word's idf (bm25's, of its share)."""
+def _weights(
+    words: Sequence[str], shares: Sequence[float] | None, passages: int
+) -> tuple[list[str], list[float]]:
+    """The words that draw candidates among `passages`, and each word's idf
+    (bm25's, of its share)."""
     if shares is None:
         return list(words), [1.0] * len(words)
     idf = [math.log(1 + (1 - share) / max(share, 1e-9)) for share in shares]
     drawing: list[str] = []
     drawn = 0.0
     for share, word in sorted(zip(shares, words, strict=True)):
-        if drawing and drawn + share > CANDIDATE_SHARE:
+        if drawing and (drawn + share) * passages > CANDIDATE_PASSAGES:
             break
         drawing.append(word)
         drawn += share
@@ -138,17 +145,17 @@ def _weights(words: Sequence[str], shares: Sequence[float] | None) -> tuple[list
 
 
 def passages_ranked_bm25(
-    *, files_sql: str, files_params: Sequence[Any], body: str, query: str, limit: int,
-    terms_max: int,
+    *, files_sql: str, files_params: Sequence[Any], passages: int, body: str, query: str,
+    limit: int, terms_max: int,
 ) -> list[str]:  # fmt: skip
     """The ids of the best `limit` passages of the files `files_sql` selects
-    for `query`, by bm25, best first."""
+    (`passages` of them) for `query`, by bm25, best first."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_LEXEMES, [query])
         words: list[str] = cursor.fetchone()[0][:terms_max]
         if not words:
             return []
-        drawing, idf = _weights(words, statistics.shares(words))
+        drawing, idf = _weights(words, statistics.shares(words), passages)
         sql = _RANKED.format(files=files_sql, body=body)
         quoted = [_quoted(word) for word in words]
         match = " | ".join(map(_quoted, drawing))

@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from files.models import HEADING_SUBTYPES, File
+from files.selectors.passage_counts import passages_counted
 from files.selectors.search_bm25_postgresql import passages_ranked_bm25
 
 # Words a query contributes at most (a 2,000-character query holds fewer).
@@ -46,9 +47,10 @@ def passages_ranked_lexically(*, files: QuerySet[File], query: str, limit: int) 
     """The ids of the best `limit` passages of `files` for `query`, best first."""
     files_sql, files_params = files.values("id").query.sql_with_params()
     if connection.vendor == "postgresql":
+        keys = list(files.values_list("id", "passages_version"))
         return passages_ranked_bm25(
-            files_sql=files_sql, files_params=files_params, body=_BODY, query=query,
-            limit=limit, terms_max=QUERY_TERMS_MAX,
+            files_sql=files_sql, files_params=files_params, passages=passages_counted(keys),
+            body=_BODY, query=query, limit=limit, terms_max=QUERY_TERMS_MAX,
         )  # fmt: skip
     fts5_query = _fts5_query(query)
     if not fts5_query:
