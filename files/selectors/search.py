@@ -19,6 +19,7 @@ from django.db.models import Q, QuerySet
 from bots.models import Bot
 from files.models import HEADING_SUBTYPES, File, Passage, PassageSubtype
 from files.selectors.files import files_live
+from files.selectors.passage_places import places_condition
 from files.selectors.search_lexical import passages_ranked_lexically
 from files.selectors.search_semantic import semantic_ranking_start
 from platform_site.foundation.tags import TagCondition
@@ -115,14 +116,17 @@ def _neighbours(matches: Sequence[Passage], depth: int) -> dict[tuple[str, int],
     """The passages within `depth` positions of each match, by (file, position)."""
     if depth == 0:
         return {(p.file_id, p.position): p for p in matches}
-    window = Q()
-    for passage in matches:
-        window |= Q(
-            file_id=passage.file_id,
-            position__gte=passage.position - depth,
-            position__lte=passage.position + depth,
-        )
-    return {(p.file_id, p.position): p for p in Passage.objects.filter(window)}
+    places = sorted(
+        {
+            (passage.file_id, position)
+            for passage in matches
+            for position in range(passage.position - depth, passage.position + depth + 1)
+        }
+    )
+    condition, params = places_condition(places)
+    table = Passage._meta.db_table
+    around = Passage.objects.raw(f"SELECT * FROM {table} WHERE {condition}", params)
+    return {(p.file_id, p.position): p for p in around}
 
 
 def _headings(matches: Sequence[Passage]) -> dict[str, list[Passage]]:

@@ -32,6 +32,7 @@ from django.db.models import QuerySet
 from files.embeddings.model import MODEL_ID, model
 from files.embeddings.vectors import vectors_quantize, vectors_stored
 from files.models import File, FileEmbeddings, Passage
+from files.selectors.passage_places import places_condition
 
 if TYPE_CHECKING:
     import numpy as np
@@ -176,14 +177,11 @@ class SemanticRanking:
         nearest = self._nearest.result()
         if not nearest:
             return []
-        # One statement of row values: an OR of (file, positions) pairs cost
-        # more to build through the ORM than the statement took.
-        pairs = ", ".join(["(%s, %s)"] * len(nearest))
+        condition, params = places_condition(nearest)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT file_id, position, id FROM {Passage._meta.db_table}"
-                f" WHERE (file_id, position) IN (VALUES {pairs})",
-                [value for place in nearest for value in place],
+                f"SELECT file_id, position, id FROM {Passage._meta.db_table} WHERE {condition}",
+                params,
             )
             ids = {(file_id, position): passage_id for file_id, position, passage_id in cursor}
         return [ids[place] for place in nearest if place in ids]
