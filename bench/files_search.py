@@ -20,7 +20,9 @@ rounds.
    drawn as it draws them, and a question's common words), each followed
    by the passages page of one of the bot's files (limit 20): p50 and p99
    of each, the ratio. Then the same with FILE_SEARCH_SEMANTIC=false (the
-   lexical ranking alone, the default install's).
+   lexical ranking alone, the default install's). Then, in-process, the
+   lexical ranking's top 10 for each question with its bound on candidates
+   (CANDIDATE_PASSAGES) against every word drawing: the share it keeps.
 3. --bots - 1 more bots with (--total - --passages) passages between them,
    loaded the same way, with vectors; the same questions for the demo bot
    again, and for one of the small bots; then the demo bot's with the
@@ -49,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import cli, machine, servers  # noqa: E402
 from harness.documents import Prose  # noqa: E402
 from harness.event_rows import make_bots  # noqa: E402
-from harness.project import Project, project  # noqa: E402
+from harness.project import Project, django_setup, project  # noqa: E402
 from harness.report import log, percentile, verdict  # noqa: E402
 
 FILES_PER_BOT = 20
@@ -199,6 +201,40 @@ def rounds(
     return searched, paged, empty
 
 
+def top_kept(proj: Project, bot_id: str, asked: list[str]) -> str:
+    """In-process: how much of the lexical ranking's top 10 (of the 50
+    candidates a search asks it for) its bound on candidates keeps, against
+    every word drawing; the mean over the questions that find anything."""
+    django_setup(proj)
+    from files.models import File
+    from files.selectors import search_bm25_postgresql as bm25
+    from files.selectors.search_lexical import passages_ranked_lexically
+
+    files = File.objects.filter(bot_id=bot_id)
+
+    def ranked() -> tuple[list[list[str]], float]:
+        found, spent = [], []
+        for question in asked:
+            started = time.perf_counter()
+            found.append(passages_ranked_lexically(files=files, query=question, limit=50)[:10])
+            spent.append((time.perf_counter() - started) * 1000)
+        return found, statistics.median(spent)
+
+    bounded, bounded_p50 = ranked()
+    bound = bm25.CANDIDATE_PASSAGES
+    bm25.CANDIDATE_PASSAGES = 10**12
+    try:
+        every, every_p50 = ranked()
+    finally:
+        bm25.CANDIDATE_PASSAGES = bound
+    kept = [len(set(a) & set(b)) / len(a) for a, b in zip(every, bounded, strict=True) if a]
+    return (
+        f"  lexical top 10 kept by the bound ({bound:,} passages) ÷ every word drawing:"
+        f" {statistics.mean(kept):.3f} (min {min(kept):.2f});"
+        f" in-process p50 {bounded_p50:.2f} ms ÷ {every_p50:.2f} ms"
+    )
+
+
 def line(label: str, searched: list[float], paged: list[float], empty: int) -> str:
     p50, p99 = statistics.median(searched), percentile(searched, 99)
     page50 = statistics.median(paged)
@@ -233,6 +269,8 @@ def main() -> int:
             rounds(client, bot, demo_files, asked[:20], 1)  # warm-up
             alone = rounds(client, bot, demo_files, asked, args.rounds)
             print(line(f"demo bot, {args.passages:,} passages alone", *alone), flush=True)
+            kept = top_kept(proj, bot, asked)
+            print(kept, flush=True)
             others = make_bots(proj, [""] * (args.bots - 1))
             each = (args.total - args.passages) // len(others)
             log(f"loading {each * len(others):,} passages of {len(others)} more bots")
@@ -263,6 +301,7 @@ def main() -> int:
     print(line(f"a bot of {each:,} among them", *small))
     ratio = statistics.median(among[0]) / statistics.median(alone[0])
     print(f"  demo bot among them ÷ alone, p50: {ratio:.2f} (target <= 1.2)")
+    print(kept)
     print("  targets: p50 <= 50 ms, p99 <= 150 ms, ÷ page <= 10")
     return verdict(failures + client.failures, "CORRECTNESS CHECKS PASSED")
 
