@@ -48,7 +48,8 @@ _B = 0.75
 # (exact to 0.05), where no function of PostgreSQL's answers it cheaply.
 _PI2_6 = math.pi**2 / 6
 
-_LEXEMES = "SELECT tsvector_to_array(to_tsvector('pg_catalog.english', %s))"
+# The question's words as a passage's are made (files.0006).
+_LEXEMES = "SELECT tsvector_to_array(files_passage_words(%s))"
 _STATISTICS = """
 SELECT most_common_elems::text::text[], most_common_elem_freqs
 FROM pg_stats
