@@ -248,8 +248,9 @@ class FileSearchViewSet(ApiViewSet):
     @extend_schema(
         summary="Search the bot's passages for a natural-language query, best first",
         description=(
-            "Ranked by full-text search (english stemming; the words of the query are"
-            " alternatives) and fused by reciprocal rank: `score` is 1 for a passage first"
+            "Ranked by full-text search (bm25, english stemming; the words of the query are"
+            " alternatives), by meaning where semantic search is on, and fused by reciprocal"
+            " rank: `score` is 1 for a passage first"
             " in every ranking, lower further down. Not paginated: `limit` passages at most."
         ),
         operation_id="searchFiles",

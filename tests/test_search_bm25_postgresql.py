@@ -62,16 +62,17 @@ def test_a_rare_word_outweighs_a_common_one_said_twice(harbour):
 
 
 def words_drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], int]]:
-    """What each ranking drew, and among how many passages."""
+    """What each ranking drew first, and among how many passages."""
     drawn: list[tuple[list[str], int]] = []
-    real = search_bm25_postgresql._weights
+    real = search_bm25_postgresql._drawing
 
-    def spy(words: Any, shares: Any, passages: int) -> Any:
-        drawing, idf = real(words, shares, passages)
-        drawn.append((drawing, passages))
-        return drawing, idf
+    def spy(words: Any, shares: Any, passages: int, bound: int) -> list[str]:
+        drawing = real(words, shares, passages, bound)
+        if bound == search_bm25_postgresql.CANDIDATE_PASSAGES:
+            drawn.append((drawing, passages))
+        return drawing
 
-    monkeypatch.setattr(search_bm25_postgresql, "_weights", spy)
+    monkeypatch.setattr(search_bm25_postgresql, "_drawing", spy)
     return drawn
 
 
@@ -112,6 +113,16 @@ def test_the_common_words_draw_when_the_rare_ones_find_too_little(harbour):
     # "zeppelin" is in no passage: the harbour's passages still answer.
     found = ranked(harbour, "harbour zeppelin", limit=10)
     assert len(found) == 10
+
+
+def test_the_most_common_words_never_draw_on_a_big_bot(harbour, monkeypatch):
+    analysed()
+    # As if the harbour's 201 passages were a big bot's: "harbour", in all
+    # of them, is past even the wider bound, and "zeppelin" finds nothing.
+    monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 20)
+    assert ranked(harbour, "harbour zeppelin", limit=10) == []
+    monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 50)
+    assert len(ranked(harbour, "harbour zeppelin", limit=10)) == 10
 
 
 def test_without_statistics_every_word_weighs_the_same(bot):

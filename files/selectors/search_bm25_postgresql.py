@@ -24,7 +24,8 @@ search of a big bot short; a small bot's questions draw every word. A
 passage holding only the common words of a question is not ranked: with
 their weight next to nothing, it would rank below those holding a rare
 one. The common words still count in the ranking of the passages found,
-and draw too when the rare ones find fewer passages than asked for."""
+and draw too (within a wider bound) when the rare ones find fewer
+passages than asked for."""
 
 import math
 import threading
@@ -38,6 +39,11 @@ from django.db import connection, transaction
 # add up to at most this (beyond the rarest one). On 200,000 passages it
 # keeps 0.935 of the top 10 that every word drawing finds (BENCHMARKS.md §22).
 CANDIDATE_PASSAGES = 2_000
+# When the words drawn find fewer passages than asked for, words draw again
+# within this many times the bound: the most common words of a question
+# (`what`, `the`) never draw on a big bot, where they would bring most of
+# its passages.
+FALLBACK_FACTOR = 5
 # Seconds the column's statistics are kept by a process before reading again.
 STATISTICS_TTL = 600.0
 _K1 = 1.5
@@ -127,22 +133,29 @@ def _quoted(word: str) -> str:
     return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _weights(
-    words: Sequence[str], shares: Sequence[float] | None, passages: int
-) -> tuple[list[str], list[float]]:
-    """The words that draw candidates among `passages`, and each word's idf
-    (bm25's, of its share)."""
+def _idf(shares: Sequence[float] | None, count: int) -> list[float]:
+    """Each word's idf (bm25's, of its share); all alike without statistics."""
     if shares is None:
-        return list(words), [1.0] * len(words)
-    idf = [math.log(1 + (1 - share) / max(share, 1e-9)) for share in shares]
+        return [1.0] * count
+    return [math.log(1 + (1 - share) / max(share, 1e-9)) for share in shares]
+
+
+def _drawing(
+    words: Sequence[str], shares: Sequence[float] | None, passages: int, bound: int
+) -> list[str]:
+    """The words that draw candidates among `passages`: from the rarest,
+    while the passages they would bring stay under `bound` (the rarest
+    always draws); every word without statistics."""
+    if shares is None:
+        return list(words)
     drawing: list[str] = []
     drawn = 0.0
     for share, word in sorted(zip(shares, words, strict=True)):
-        if drawing and (drawn + share) * passages > CANDIDATE_PASSAGES:
+        if drawing and (drawn + share) * passages > bound:
             break
         drawing.append(word)
         drawn += share
-    return drawing, idf
+    return drawing
 
 
 def passages_ranked_bm25(
@@ -156,7 +169,9 @@ def passages_ranked_bm25(
         words: list[str] = cursor.fetchone()[0][:terms_max]
         if not words:
             return []
-        drawing, idf = _weights(words, statistics.shares(words), passages)
+        shares = statistics.shares(words)
+        idf = _idf(shares, len(words))
+        drawing = _drawing(words, shares, passages, CANDIDATE_PASSAGES)
         sql = _RANKED.format(files=files_sql, body=body)
         quoted = [_quoted(word) for word in words]
         match = " | ".join(map(_quoted, drawing))
@@ -172,11 +187,12 @@ def passages_ranked_bm25(
         try:
             cursor.execute(sql, [idf, quoted, match, *files_params, limit])
             ranked = [passage_id for passage_id, _ in cursor.fetchall()]
-            if len(ranked) < limit and len(drawing) < len(words):
+            more = _drawing(words, shares, passages, CANDIDATE_PASSAGES * FALLBACK_FACTOR)
+            if len(ranked) < limit and len(more) > len(drawing):
                 # The rare words are rare here too, or not here at all: the
-                # common ones draw as well.
-                everything = " | ".join(quoted)
-                cursor.execute(sql, [idf, quoted, everything, *files_params, limit])
+                # commoner ones draw as well, within a wider bound.
+                match = " | ".join(map(_quoted, more))
+                cursor.execute(sql, [idf, quoted, match, *files_params, limit])
                 ranked = [passage_id for passage_id, _ in cursor.fetchall()]
         finally:
             cursor.execute("RESET enable_indexscan")
