@@ -61,18 +61,19 @@ def test_a_rare_word_outweighs_a_common_one_said_twice(harbour):
     assert shares is not None and shares[0] > 0.9 > shares[1]
 
 
-def words_drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], int]]:
-    """What each ranking drew first, and among how many passages."""
-    drawn: list[tuple[list[str], int]] = []
-    real = search_bm25_postgresql._drawing
+def words_drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """The match each ranking drew its candidates by first, and among how
+    many passages."""
+    drawn: list[tuple[str, int]] = []
+    real = search_bm25_postgresql._candidates
 
-    def spy(words: Any, shares: Any, passages: int, bound: int) -> list[str]:
-        drawing = real(words, shares, passages, bound)
+    def spy(words: Any, shares: Any, passages: int, bound: int) -> str:
+        match = real(words, shares, passages, bound)
         if bound == search_bm25_postgresql.CANDIDATE_PASSAGES:
-            drawn.append((drawing, passages))
-        return drawing
+            drawn.append((match, passages))
+        return match
 
-    monkeypatch.setattr(search_bm25_postgresql, "_drawing", spy)
+    monkeypatch.setattr(search_bm25_postgresql, "_candidates", spy)
     return drawn
 
 
@@ -82,14 +83,14 @@ def test_only_the_rare_words_draw_candidates_when_they_find_enough(harbour, monk
     monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 100)
     drawn = words_drawn(monkeypatch)
     assert len(ranked(harbour, "harbour lighthouse", limit=1)) == 1
-    assert drawn == [(["lighthous"], 201)]
+    assert drawn == [("'lighthous'", 201)]
 
 
 def test_every_word_draws_among_fewer_passages_than_the_bound(harbour, monkeypatch):
     analysed()
     drawn = words_drawn(monkeypatch)
     assert len(ranked(harbour, "harbour lighthouse", limit=1)) == 1
-    assert drawn == [(["lighthous", "harbour"], 201)]
+    assert drawn == [("'lighthous' | 'harbour'", 201)]
 
 
 def test_the_passages_counted_are_the_files_current_ones(harbour, monkeypatch):
@@ -123,6 +124,23 @@ def test_the_most_common_words_never_draw_on_a_big_bot(harbour, monkeypatch):
     assert ranked(harbour, "harbour zeppelin", limit=10) == []
     monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 50)
     assert len(ranked(harbour, "harbour zeppelin", limit=10)) == 10
+
+
+def test_when_even_the_rarest_word_is_common_the_passages_hold_the_rarest_together(
+    bot, monkeypatch
+):
+    file = FileFactory(bot=bot)
+    for n in range(40):
+        extra = " The tide is high." if n % 4 == 0 else ""
+        PassageFactory(file=file, position=n, content=f"The harbour ferry {n}.{extra}")
+    analysed()
+    # Every word here is in at least a quarter of the passages: each would
+    # bring more than 5, "tide" and "harbour" together 10 × 1.0 at most.
+    monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 5)
+    drawn = words_drawn(monkeypatch)
+    found = ranked(file, "harbour tide", limit=3)
+    assert drawn == [("'tide' & 'harbour'", 40)]
+    assert {p.position % 4 for p in file.passages.filter(id__in=found)} == {0}
 
 
 def test_without_statistics_every_word_weighs_the_same(bot):

@@ -17,15 +17,18 @@ the same.
 The same statistics bound the work: the passages ranked are those holding
 one of the query's rarest words, adding words from the rarest while the
 passages they would bring (a word's share of all passages times the
-searched files' passages) stay under CANDIDATE_PASSAGES (the rarest always
-counts). Ranking a matched passage reads its row (about 10 µs when the
-table is bigger than PostgreSQL's buffers), so the bound is what keeps a
-search of a big bot short; a small bot's questions draw every word. A
-passage holding only the common words of a question is not ranked: with
-their weight next to nothing, it would rank below those holding a rare
-one. The common words still count in the ranking of the passages found,
-and draw too (within a wider bound) when the rare ones find fewer
-passages than asked for."""
+searched files' passages) stay under CANDIDATE_PASSAGES. Ranking a matched
+passage reads its row (about 10 µs when the table is bigger than
+PostgreSQL's buffers), so the bound is what keeps a search of a big bot
+short; a small bot's questions draw every word. When even the rarest word
+would bring more (a question of common words only), the candidates are the
+passages holding the rarest words together, as few as bring fewer than the
+bound: the passages that rank best hold several of the words. A passage
+holding only the common words of a question is not ranked: with their
+weight next to nothing, it would rank below those holding a rare one. The
+common words still count in the ranking of the passages found, and draw
+too (within a wider bound) when the rare ones find fewer passages than
+asked for."""
 
 import math
 import threading
@@ -140,22 +143,34 @@ def _idf(shares: Sequence[float] | None, count: int) -> list[float]:
     return [math.log(1 + (1 - share) / max(share, 1e-9)) for share in shares]
 
 
-def _drawing(
+def _candidates(
     words: Sequence[str], shares: Sequence[float] | None, passages: int, bound: int
-) -> list[str]:
-    """The words that draw candidates among `passages`: from the rarest,
-    while the passages they would bring stay under `bound` (the rarest
-    always draws); every word without statistics."""
+) -> str:
+    """The match (tsquery text) that draws the candidates among `passages`:
+    the words from the rarest, any of them, while the passages they would
+    bring stay under `bound`; when even the rarest would bring more, the
+    passages holding the fewest rarest words together that stay under it
+    (all of the words at most). Every word without statistics."""
     if shares is None:
-        return list(words)
+        return " | ".join(map(_quoted, words))
+    rarest = sorted(zip(shares, words, strict=True))
+    if rarest[0][0] * passages > bound:
+        together: list[str] = []
+        expected = float(passages)
+        for share, word in rarest:
+            together.append(word)
+            expected *= share
+            if expected <= bound:
+                break
+        return " & ".join(map(_quoted, together))
     drawing: list[str] = []
     drawn = 0.0
-    for share, word in sorted(zip(shares, words, strict=True)):
+    for share, word in rarest:
         if drawing and (drawn + share) * passages > bound:
             break
         drawing.append(word)
         drawn += share
-    return drawing
+    return " | ".join(map(_quoted, drawing))
 
 
 def passages_ranked_bm25(
@@ -171,10 +186,9 @@ def passages_ranked_bm25(
             return []
         shares = statistics.shares(words)
         idf = _idf(shares, len(words))
-        drawing = _drawing(words, shares, passages, CANDIDATE_PASSAGES)
+        match = _candidates(words, shares, passages, CANDIDATE_PASSAGES)
         sql = _RANKED.format(files=files_sql, body=body)
         quoted = [_quoted(word) for word in words]
-        match = " | ".join(map(_quoted, drawing))
         # The planner prices matching a word in a passage next to nothing,
         # so for a bot of many passages it walks the file's passages by
         # the file's index and matches each (330 ms on a bot of 200,000
@@ -187,12 +201,11 @@ def passages_ranked_bm25(
         try:
             cursor.execute(sql, [idf, quoted, match, *files_params, limit])
             ranked = [passage_id for passage_id, _ in cursor.fetchall()]
-            more = _drawing(words, shares, passages, CANDIDATE_PASSAGES * FALLBACK_FACTOR)
-            if len(ranked) < limit and len(more) > len(drawing):
+            wider = _candidates(words, shares, passages, CANDIDATE_PASSAGES * FALLBACK_FACTOR)
+            if len(ranked) < limit and wider != match:
                 # The rare words are rare here too, or not here at all: the
                 # commoner ones draw as well, within a wider bound.
-                match = " | ".join(map(_quoted, more))
-                cursor.execute(sql, [idf, quoted, match, *files_params, limit])
+                cursor.execute(sql, [idf, quoted, wider, *files_params, limit])
                 ranked = [passage_id for passage_id, _ in cursor.fetchall()]
         finally:
             cursor.execute("RESET enable_indexscan")
