@@ -39,8 +39,8 @@ from typing import Any
 from django.db import connection, transaction
 
 # Words drawn into the candidate match while the passages they would bring
-# add up to at most this (beyond the rarest one). On 200,000 passages it
-# keeps 0.935 of the top 10 that every word drawing finds (BENCHMARKS.md §22).
+# add up to at most this. On 200,000 passages of prose it ranks a search in
+# 16 ms where every word drawing takes 2 s (BENCHMARKS.md §22, second pass).
 CANDIDATE_PASSAGES = 2_000
 # When the words drawn find fewer passages than asked for, words draw again
 # within this many times the bound: the most common words of a question
