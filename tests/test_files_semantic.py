@@ -329,3 +329,18 @@ def test_the_shortlist_by_codes_orders_as_the_stored_vectors_do():
         )
         expected = [(file_id, position) for _, file_id, position in exact[:limit]]
         assert _nearest(files, question, limit) == expected
+
+
+def test_a_file_of_headings_alone_has_no_vectors_and_search_goes_on(client, bot):
+    titles = FileFactory(bot=bot, key="titles.md")
+    file_passages_set(
+        file=titles,
+        passages=[PassageData(content="Holidays", subtype=PassageSubtype.TITLE)],
+    )
+    file_embed(file_id=titles.id)
+    assert len(vectors_unpack(*(bytes(v) for v in _stored(titles)))[0]) == 0
+    indexed_handbook(client)
+    [first, *_] = search(client, query="How much paid time off do staff receive?")
+    assert "twenty-five vacation days" in first["content"]
+    empty = FileVectors.of(*vectors_pack([], np.zeros((0, 384), dtype=np.float32)))
+    assert _nearest([(("file_0", 0), empty)], np.ones(384, dtype=np.float32), 10) == []

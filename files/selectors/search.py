@@ -101,6 +101,8 @@ def files_search(*, bot: Bot, request: SearchRequest) -> list[Hit]:
     passages = Passage.objects.select_related("file").in_bulk([pid for pid, _ in ranked])
     # A passage deleted between the two statements is left out.
     matches = [(passages[pid], score) for pid, score in ranked if pid in passages]
+    if not matches:
+        return []
     around = _neighbours([p for p, _ in matches], request.context_depth)
     headings = _headings([p for p, _ in matches]) if _wants_headings(request) else {}
     if request.consolidate:

@@ -141,6 +141,10 @@ def _nearest(
     vectors."""
     import numpy as np
 
+    # A file of headings alone has no vectors (SimSIMD refuses an empty matrix).
+    vectors = [(key, entry) for key, entry in vectors if len(entry.positions)]
+    if not vectors:
+        return []
     question_codes = vectors_quantize(question[None, :])[0][0]
     approximate = np.concatenate([entry.approximate(question_codes) for _, entry in vectors])
     keep = limit * SHORTLIST
