@@ -106,6 +106,22 @@ def test_a_question_sharing_no_word_with_its_answer_finds_it_first(client, quest
     assert answer in first["content"]
 
 
+@pytest.mark.parametrize("question,answer", PARAPHRASES.items())
+def test_a_passage_sharing_only_common_words_with_the_question_does_not_outrank_it(
+    client, question, answer
+):
+    # "the", "my", "do": a passage holding only such words of the question
+    # is no answer, and must not pass the one found by meaning.
+    indexed_handbook(client)
+    notes = uploaded(
+        client, "notes.md", b"# Notes\n\nThe vacation calendar lives on the intranet.\n",
+        "text/markdown",
+    )  # fmt: skip
+    assert file_index(file_id=notes.id, revision=notes.revision) == "completed"
+    [first, *_] = search(client, query=question)
+    assert answer in first["content"]
+
+
 def test_a_passage_found_by_meaning_alone_scores_half(client):
     indexed_handbook(client)
     [first, *_] = search(client, query="protecting computers")

@@ -67,8 +67,8 @@ def words_drawn(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     drawn: list[tuple[str, int]] = []
     real = search_bm25_postgresql._candidates
 
-    def spy(words: Any, shares: Any, passages: int, bound: int) -> str:
-        match = real(words, shares, passages, bound)
+    def spy(words: Any, shares: Any, passages: int, bound: int, drawable: Any) -> str:
+        match = real(words, shares, passages, bound, drawable)
         if bound == search_bm25_postgresql.CANDIDATE_PASSAGES:
             drawn.append((match, passages))
         return match

@@ -13,7 +13,9 @@ documentation (BENCHMARKS.md §22): hybrid nDCG@10 1.088 → 1.127 of bm25s's.
 `files_passage_words(text)` makes the vector, for the trigger and for a
 search's question alike: the `files_english` configuration (english's
 Snowball stemmer without its stop-word list) over the text with `.` and
-`/` between letters or digits made spaces.
+`/` between letters or digits made spaces. `files_passage_words(text,
+false)` leaves the stop words out, as `english` does: a question's stop
+words rank the passages found, but find none (files/selectors/search_bm25_postgresql.py).
 
 Every stored passage is vectorised again, a batch of 5,000 a transaction
 (the migration is not atomic; writes go on, new passages get the new
@@ -37,11 +39,13 @@ CONFIGURATION = [
     "CREATE TEXT SEARCH CONFIGURATION files_english (COPY = pg_catalog.english)",
     "ALTER TEXT SEARCH CONFIGURATION files_english"
     " ALTER MAPPING REPLACE english_stem WITH files_english_stem",
+    # every_word false: english's own list drops the stop words (a search's
+    # question: they rank, but draw no candidates).
     r"""
-    CREATE OR REPLACE FUNCTION files_passage_words(content text) RETURNS tsvector
-    LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    CREATE OR REPLACE FUNCTION files_passage_words(content text, every_word boolean DEFAULT true)
+    RETURNS tsvector LANGUAGE sql STABLE PARALLEL SAFE AS $$
         SELECT to_tsvector(
-            'files_english',
+            CASE WHEN every_word THEN 'files_english' ELSE 'pg_catalog.english' END::regconfig,
             regexp_replace(content, '([[:alnum:]])[./](?=[[:alnum:]])', '\1 ', 'g')
         )
     $$
@@ -100,7 +104,7 @@ def backwards(apps: StateApps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     with connection.cursor() as cursor:
         cursor.execute(_trigger("to_tsvector('pg_catalog.english', NEW.content)"))
         _vectorised_again(cursor, "to_tsvector('pg_catalog.english', content)")
-        cursor.execute("DROP FUNCTION IF EXISTS files_passage_words(text)")
+        cursor.execute("DROP FUNCTION IF EXISTS files_passage_words(text, boolean)")
         cursor.execute("DROP TEXT SEARCH CONFIGURATION IF EXISTS files_english")
         cursor.execute("DROP TEXT SEARCH DICTIONARY IF EXISTS files_english_stem")
 

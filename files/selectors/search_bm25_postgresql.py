@@ -33,7 +33,7 @@ asked for."""
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -57,8 +57,12 @@ _B = 0.75
 # (exact to 0.05), where no function of PostgreSQL's answers it cheaply.
 _PI2_6 = math.pi**2 / 6
 
-# The question's words as a passage's are made (files.0006).
-_LEXEMES = "SELECT tsvector_to_array(files_passage_words(%s))"
+# The question's words as a passage's are made (files.0006), and those of
+# them that are not stop words.
+_LEXEMES = (
+    "SELECT tsvector_to_array(files_passage_words(%s)),"
+    " tsvector_to_array(files_passage_words(%s, false))"
+)
 _STATISTICS = """
 SELECT most_common_elems::text::text[], most_common_elem_freqs
 FROM pg_stats
@@ -144,16 +148,23 @@ def _idf(shares: Sequence[float] | None, count: int) -> list[float]:
 
 
 def _candidates(
-    words: Sequence[str], shares: Sequence[float] | None, passages: int, bound: int
+    words: Sequence[str],
+    shares: Sequence[float] | None,
+    passages: int,
+    bound: int,
+    drawable: Collection[str],
 ) -> str:
-    """The match (tsquery text) that draws the candidates among `passages`:
-    the words from the rarest, any of them, while the passages they would
-    bring stay under `bound`; when even the rarest would bring more, the
-    passages holding the fewest rarest words together that stay under it
-    (all of the words at most). Every word without statistics."""
+    """The match (tsquery text) that draws the candidates among `passages`,
+    of the `drawable` words: the words from the rarest, any of them, while
+    the passages they would bring stay under `bound`; when even the rarest
+    would bring more, the passages holding the fewest rarest words together
+    that stay under it (all of the words at most). Every drawable word
+    without statistics."""
     if shares is None:
-        return " | ".join(map(_quoted, words))
-    rarest = sorted(zip(shares, words, strict=True))
+        return " | ".join(_quoted(word) for word in words if word in drawable)
+    rarest = sorted(
+        (share, word) for share, word in zip(shares, words, strict=True) if word in drawable
+    )
     if rarest[0][0] * passages > bound:
         together: list[str] = []
         expected = float(passages)
@@ -180,13 +191,19 @@ def passages_ranked_bm25(
     """The ids of the best `limit` passages of the files `files_sql` selects
     (`passages` of them) for `query`, by bm25, best first."""
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_LEXEMES, [query])
-        words: list[str] = cursor.fetchone()[0][:terms_max]
+        cursor.execute(_LEXEMES, [query, query])
+        every, content = cursor.fetchone()
+        words: list[str] = every[:terms_max]
         if not words:
             return []
+        # A passage holding only a question's stop words ("the", "my") is no
+        # answer, yet fused by rank it would pass one found by meaning alone:
+        # they rank the passages found, but draw none (unless there is
+        # nothing else).
+        drawable = set(content) or set(words)
         shares = statistics.shares(words)
         idf = _idf(shares, len(words))
-        match = _candidates(words, shares, passages, CANDIDATE_PASSAGES)
+        match = _candidates(words, shares, passages, CANDIDATE_PASSAGES, drawable)
         sql = _RANKED.format(files=files_sql, body=body)
         quoted = [_quoted(word) for word in words]
         # The planner prices matching a word in a passage next to nothing,
@@ -200,7 +217,9 @@ def passages_ranked_bm25(
         try:
             cursor.execute(sql, [idf, quoted, match, *files_params, limit])
             ranked = [passage_id for passage_id, _ in cursor.fetchall()]
-            wider = _candidates(words, shares, passages, CANDIDATE_PASSAGES * FALLBACK_FACTOR)
+            wider = _candidates(
+                words, shares, passages, CANDIDATE_PASSAGES * FALLBACK_FACTOR, drawable
+            )
             if len(ranked) < limit and wider != match:
                 # The rare words are rare here too, or not here at all: the
                 # commoner ones draw as well, within a wider bound.
