@@ -86,10 +86,16 @@ def raw_redis() -> Iterator[redis.Redis]:
 
 
 def subscriber_client_id(raw_redis: redis.Redis, pid: int) -> str | None:
-    for client in raw_redis.client_list():
-        if client.get("name") == f"credentials-{pid}":
-            return str(client["id"])
-    return None
+    """The connection of this process's subscriber on this module's bus:
+    the newest of its name there (the subscriber a test before used, on
+    the suite's bus, may still be closing its own)."""
+    db = str(parse_url(REDIS_URL).get("db", 0))
+    ids = [
+        int(client["id"])
+        for client in raw_redis.client_list()
+        if client.get("name") == f"credentials-{pid}" and client.get("db") == db
+    ]
+    return str(max(ids)) if ids else None
 
 
 # --- this process's subscriber -------------------------------------------------------
