@@ -668,25 +668,19 @@ def test_failed_attempts_of_a_batch_are_each_recorded_as_their_own(hooked, recei
     assert len(attempts_of(taken.id)) == 1
 
 
-def test_the_record_of_an_event_deleted_meanwhile_is_dropped(hooked, receiver):
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("deleted", ["event", "bot"])
+def test_the_record_of_an_event_deleted_meanwhile_is_dropped_and_commits(hooked, receiver, deleted):
+    # The event alone, or with its bot: attempts name their bot under a
+    # constraint checked at commit, so those of a deleted bot must be gone
+    # by then.
     event = record(hooked)
     claimed = deliveries_claim(limit=10)
     results = send(claimed.deliveries)
-    Event.objects.filter(id=event.id).delete()
-    finished = list(zip(claimed.deliveries, results, strict=True))
-    assert deliveries_record(finished) == {"lease lost": 1}
-    assert attempts_of(event.id) == []
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_record_of_a_bot_deleted_meanwhile_is_dropped_and_commits(receiver):
-    # Attempts name their bot under a constraint checked at commit: those of
-    # a bot deleted while its events were out must be gone by then.
-    bot = BotFactory(webhook_url=receiver.url)
-    event = record(bot)
-    claimed = deliveries_claim(limit=10)
-    results = send(claimed.deliveries)
-    Bot.objects.filter(id=bot.id).delete()
+    if deleted == "event":
+        Event.objects.filter(id=event.id).delete()
+    else:
+        Bot.objects.filter(id=hooked.id).delete()
     finished = list(zip(claimed.deliveries, results, strict=True))
     assert deliveries_record(finished) == {"lease lost": 1}
     assert attempts_of(event.id) == []
