@@ -212,6 +212,7 @@ def top_kept(proj: Project, bot_id: str, asked: list[str]) -> str:
     from files.models import File
     from files.selectors import search_bm25_postgresql as bm25
     from files.selectors.search_lexical import passages_ranked_lexically
+    from files.selectors.searched_files import SearchedFiles
 
     files = File.objects.filter(bot_id=bot_id)
 
@@ -219,7 +220,8 @@ def top_kept(proj: Project, bot_id: str, asked: list[str]) -> str:
         found, spent = [], []
         for question in asked[:KEPT_QUESTIONS]:
             started = time.perf_counter()
-            found.append(passages_ranked_lexically(files=files, query=question, limit=50)[:10])
+            searched = SearchedFiles(files)
+            found.append(passages_ranked_lexically(files=searched, query=question, limit=50)[:10])
             spent.append((time.perf_counter() - started) * 1000)
         return found, statistics.median(spent)
 

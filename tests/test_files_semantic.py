@@ -6,6 +6,7 @@ their passages; the process cache following a file's passages; lexical
 ranking alone when semantic search is off or its packages are missing."""
 
 import logging
+import re
 import sys
 from datetime import timedelta
 from io import StringIO
@@ -14,6 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from files.embeddings import model as embedding_model
@@ -134,6 +137,23 @@ def test_first_by_words_and_by_meaning_scores_1(client):
     assert "twenty-five vacation days" in first["content"]
     assert first["score"] == 1.0
     assert 0 < second["score"] < 1
+
+
+def test_a_search_reads_its_files_versions_once_for_both_rankings(client):
+    # The semantic ranking's vectors and, on PostgreSQL, the lexical
+    # ranking's passage count are both kept by (file, passages_version).
+    indexed_handbook(client)
+    with CaptureQueriesContext(connection) as captured:
+        [first, *_] = search(client, query="How many vacation days does an employee get?")
+    assert first["score"] == 1.0  # both rankings took part
+    versions_read = [
+        query["sql"]
+        for query in captured.captured_queries
+        if re.match(
+            r'SELECT "files_file"\."id"( AS "id")?, "files_file"\."passages_version"', query["sql"]
+        )
+    ]
+    assert len(versions_read) == 1, versions_read
 
 
 def test_passages_set_through_the_api_are_embedded_by_the_worker(client, bot):

@@ -12,6 +12,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from files.models import File, Passage
 from files.selectors.search_lexical import passages_ranked_lexically
+from files.selectors.searched_files import SearchedFiles
 from tests.factories import BotFactory, FileFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,7 +55,7 @@ def test_passages_stored_before_are_searchable_after(migrated_back, monkeypatch)
 
     migrate(latest())
 
-    files = File.objects.filter(id=file.id)
+    files = SearchedFiles(File.objects.filter(id=file.id))
     ranked = passages_ranked_lexically(files=files, query="ferries", limit=50)
     assert len(ranked) == 20
     assert passages_ranked_lexically(files=files, query="bicycle", limit=50) == [
@@ -124,7 +125,7 @@ def test_files_0006_makes_the_stored_vectors_of_every_word_and_goes_back(monkeyp
         migrate(latest())
         assert words_of(passages[0]) == {"join", "path", "with", "os"}
         assert words_of(passages[1]) == {"ferri", "are", "not", "free"}
-        files = File.objects.filter(id=file.id)
+        files = SearchedFiles(File.objects.filter(id=file.id))
         assert passages_ranked_lexically(files=files, query="os", limit=5) == [passages[0].id]
         assert passages_ranked_lexically(files=files, query="not free", limit=5)[0] == (
             passages[1].id

@@ -12,6 +12,7 @@ from files.passage_data import PassageData
 from files.selectors import search_bm25_postgresql
 from files.selectors.search_bm25_postgresql import statistics
 from files.selectors.search_lexical import passages_ranked_lexically
+from files.selectors.searched_files import SearchedFiles
 from files.services.files import file_passages_set
 from tests.factories import FileFactory, PassageFactory
 
@@ -49,7 +50,7 @@ def harbour(bot: Any) -> File:
 
 
 def ranked(file: File, query: str, limit: int = 5) -> list[str]:
-    files = File.objects.filter(id=file.id)
+    files = SearchedFiles(File.objects.filter(id=file.id))
     return passages_ranked_lexically(files=files, query=query, limit=limit)
 
 
@@ -99,13 +100,13 @@ def test_the_passages_counted_are_the_files_current_ones(harbour, monkeypatch):
     other = FileFactory(bot=harbour.bot)
     PassageFactory(file=other, position=0, content="A ferry timetable.")
     files = File.objects.filter(bot=harbour.bot)
-    passages_ranked_lexically(files=files, query="ferry", limit=1)
+    passages_ranked_lexically(files=SearchedFiles(files), query="ferry", limit=1)
     # New passages come with a new passages_version: counted again.
     file_passages_set(
         file=File.objects.get(id=other.id),
         passages=[PassageData(content=f"Ferry {n}.") for n in range(3)],
     )
-    passages_ranked_lexically(files=files, query="ferry", limit=1)
+    passages_ranked_lexically(files=SearchedFiles(files), query="ferry", limit=1)
     assert [passages for _, passages in drawn] == [202, 204]
 
 

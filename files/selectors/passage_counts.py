@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from django.db.models import Count
 
 from files.models import Passage
+from files.selectors.searched_files import FileKey
 
 # Files whose counts a process keeps; beyond it the oldest half goes.
 KEPT_MAX = 100_000
-
-FileKey = tuple[str, int]  # (file id, passages_version)
 
 _counts: dict[FileKey, int] = {}
 _lock = threading.Lock()

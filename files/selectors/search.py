@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 
 from bots.models import Bot
 from files.models import HEADING_SUBTYPES, File, Passage, PassageSubtype
@@ -22,6 +22,7 @@ from files.selectors.files import files_live
 from files.selectors.passage_places import places_condition
 from files.selectors.search_lexical import passages_ranked_lexically
 from files.selectors.search_semantic import semantic_ranking_start
+from files.selectors.searched_files import SearchedFiles
 from platform_site.foundation.tags import TagCondition
 
 # Reciprocal rank fusion's constant (Cormack et al.'s 60): how far down a
@@ -67,12 +68,12 @@ class Hit:
     context: list[ContextPassage] = field(default_factory=list)
 
 
-def searchable_files(*, bot: Bot, tags: Sequence[TagCondition]) -> QuerySet[File]:
+def searchable_files(*, bot: Bot, tags: Sequence[TagCondition]) -> SearchedFiles:
     """The bot's live files whose tags pass `tags`."""
     files = files_live(File.objects.filter(bot=bot))
     for condition in tags:
         files = files.filter(condition.q())
-    return files
+    return SearchedFiles(files)
 
 
 def fused(rankings: Sequence[Sequence[str]], limit: int) -> list[tuple[str, float]]:

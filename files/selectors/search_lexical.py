@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 from django.db import connection
-from django.db.models import QuerySet
 
-from files.models import HEADING_SUBTYPES, File
+from files.models import HEADING_SUBTYPES
 from files.selectors.passage_counts import passages_counted
 from files.selectors.search_bm25_postgresql import passages_ranked_bm25
+from files.selectors.searched_files import SearchedFiles
 
 # Words a query contributes at most (a 2,000-character query holds fewer).
 QUERY_TERMS_MAX = 64
@@ -59,13 +59,12 @@ def _fts5_queries(query: str) -> tuple[str, str]:
     )
 
 
-def passages_ranked_lexically(*, files: QuerySet[File], query: str, limit: int) -> list[str]:
+def passages_ranked_lexically(*, files: SearchedFiles, query: str, limit: int) -> list[str]:
     """The ids of the best `limit` passages of `files` for `query`, best first."""
-    files_sql, files_params = files.values("id").query.sql_with_params()
+    files_sql, files_params = files.files.values("id").query.sql_with_params()
     if connection.vendor == "postgresql":
-        keys = list(files.values_list("id", "passages_version"))
         return passages_ranked_bm25(
-            files_sql=files_sql, files_params=files_params, passages=passages_counted(keys),
+            files_sql=files_sql, files_params=files_params, passages=passages_counted(files.keys),
             body=_BODY, query=query, limit=limit, terms_max=QUERY_TERMS_MAX,
         )  # fmt: skip
     every, drawing = _fts5_queries(query)

@@ -27,17 +27,16 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
 
 from files.embeddings.model import MODEL_ID, model
 from files.embeddings.vectors import vectors_quantize, vectors_stored
-from files.models import File, FileEmbeddings, Passage
+from files.models import FileEmbeddings, Passage
 from files.selectors.passage_places import places_condition
+from files.selectors.searched_files import FileKey, SearchedFiles
 
 if TYPE_CHECKING:
     import numpy as np
 
-FileKey = tuple[str, int]  # (file id, passages_version)
 # Passages rescored from the stored vectors, per passage asked for.
 SHORTLIST = 4
 
@@ -192,7 +191,7 @@ class SemanticRanking:
 
 
 def semantic_ranking_start(
-    *, files: QuerySet[File], query: str, limit: int
+    *, files: SearchedFiles, query: str, limit: int
 ) -> SemanticRanking | None:
     """Rank the passages of `files` by how near they are to `query` in
     meaning, the best `limit`, in the background; None when semantic
@@ -201,8 +200,7 @@ def semantic_ranking_start(
     embedding_model = model()
     if embedding_model is None:
         return None
-    keys: list[FileKey] = list(files.values_list("id", "passages_version"))
-    vectors = _files_vectors(keys)
+    vectors = _files_vectors(files.keys)
     if not vectors:
         return None
 
@@ -213,7 +211,7 @@ def semantic_ranking_start(
 
 
 def passages_ranked_semantically(
-    *, files: QuerySet[File], query: str, limit: int
+    *, files: SearchedFiles, query: str, limit: int
 ) -> list[str] | None:
     """The ids of the `limit` passages of `files` nearest `query` in
     meaning, best first; None when the ranking does not take part."""
