@@ -88,7 +88,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import api, live, load, machine, servers  # noqa: E402
+from harness import api, live, load, machine, profile, servers  # noqa: E402
 from harness.project import PYTHON, ROOT, Project, bus_project  # noqa: E402
 from harness.report import indent, log, percentile, verdict  # noqa: E402
 
@@ -122,6 +122,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--quiet-wait", type=float, default=60, help="seconds to wait for a quiet machine"
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a folder: py-spy samples the thread holding the interpreter lock in each web,"
+        " worker and demo bot process during the platform's loads, and prints where their"
+        " CPU went (py-spy's own CPU counts as the client's; its pauses slow the platform)",
+    )
+    parser.add_argument("--profile-top", type=int, default=30)
     return parser.parse_args()
 
 
@@ -486,6 +494,21 @@ class Bench:
                 self.failures.append(f"listener of room {h.room}: {'; '.join(problems)}")
         return heard_replies, replies
 
+    @contextmanager
+    def sampled(self, groups: dict[str, list[int]], phase: str) -> Iterator[None]:
+        """With --profile: the platform's processes sampled during the block,
+        then where each role's CPU went."""
+        if self.args.profile is None:
+            yield
+            return
+        roles = {role: groups[role] for role in ("web", "worker", "demo bot")}
+        out = self.args.profile / phase
+        with profile.sampled(roles, self.args.duration, out, gil=True):
+            yield
+        for role in roles:
+            print(f"\n==== {phase}: {role}")
+            profile.report(profile.samples_of(out, role), self.args.profile_top)
+
     def platform_request(self, plat: Platform, request: str, ears: Ears | None = None) -> None:
         """A warm-up (drained), then --duration s of `request` and the drain,
         with the CPU of every process."""
@@ -499,9 +522,10 @@ class Bench:
             groups = plat.groups()
             log(f"platform: {request}, wrk -c{n} {self.args.duration:g} s")
             meter = machine.CpuMeter(groups)
-            result = load.run_wrk(
-                self.wrk, url, script, connections=n, threads=1, seconds=self.args.duration
-            )
+            with self.sampled(groups, f"platform-{request}"):
+                result = load.run_wrk(
+                    self.wrk, url, script, connections=n, threads=1, seconds=self.args.duration
+                )
             stopped = time.monotonic()
             drain = self.drained(conn, stopped)
             if drain is not None and ears is not None:

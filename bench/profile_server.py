@@ -15,15 +15,13 @@ import argparse
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import api, load, machine, servers  # noqa: E402
-from harness.project import PYTHON, bus_project  # noqa: E402
-
-PY_SPY = str(Path(PYTHON).parent / "py-spy")
+from harness.profile import PY_SPY, report  # noqa: E402
+from harness.project import bus_project  # noqa: E402
 
 
 def main() -> int:
@@ -69,32 +67,6 @@ def main() -> int:
         )
         report(raw.read_text(), args.top)
     return 0
-
-
-def report(collapsed: str, top: int) -> None:
-    """py-spy's raw format: one line per distinct stack, frames joined by ';'
-    (outermost first), then the sample count."""
-    own: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    total = 0
-    for line in collapsed.splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack:
-            continue
-        count = int(count_text)
-        frames = [
-            frame.split(" (")[0] + " " + frame.split("/")[-1].rstrip(")")
-            for frame in stack.split(";")
-        ]
-        total += count
-        own[frames[-1]] += count
-        for frame in set(frames):
-            inclusive[frame] += count
-    print(f"{total} samples of running threads")
-    for title, counter in (("self", own), ("inclusive", inclusive)):
-        print(f"\n== by {title}")
-        for frame, count in counter.most_common(top):
-            print(f"  {count / total * 100:5.1f}%  {frame}")
 
 
 if __name__ == "__main__":
