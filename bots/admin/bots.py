@@ -45,16 +45,9 @@ class InstallationInline(WorkspaceScoped, admin.TabularInline):
         return super().get_queryset(request).select_related("integration")
 
 
-# What staff may change on a bot; the rest is shown, read only, once it exists.
-_EDITABLE = (
-    "name",
-    "tags",
-    "dev",
-    "webhook_url",
-    "delivery_format",
-    "max_execution_time",
-    "configuration",
-)
+# What staff may change on a bot is what an update may (the audit record
+# names the same fields); the rest is shown, read only, once it exists.
+_EDITABLE = BOT_UPDATABLE_FIELDS
 _SHOWN_ONCE_MADE = (
     "id",
     "workspace",
