@@ -96,7 +96,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--expired", type=int, default=1_000_000)
     parser.add_argument("--messages", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=40)
-    parser.add_argument("--explain", action="store_true", help="print the plans at the end")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the plans at the end, and the pages a get by id reads (first and again)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the databases afterwards")
     return parser.parse_args()
 
@@ -434,6 +438,47 @@ class Statements:
     def _reader(self, sql: str, values: list[str]) -> Callable[[], Any]:
         return lambda: self.conn.execute(sql, values).fetchall()
 
+    def reads_of_gets(self, count: int = 100) -> str:
+        """What a get by id reads: `count` events of the bench bot the rounds
+        did not read (its first read), then the same again, each under
+        EXPLAIN (ANALYZE, BUFFERS) with track_io_timing on: per get, the
+        pages found in shared buffers and those read from outside (the OS's
+        cache or the disk), the time those reads took, planning and execution."""
+        self.conn.execute("SET track_io_timing = on")
+        ids = [
+            row[0]
+            for row in self.conn.execute(
+                "SELECT id FROM events_event WHERE bot_id = %s AND type <> 'bench.due'"
+                " AND NOT id = ANY(%s) ORDER BY random() LIMIT %s",
+                [self.bot, self.event_ids, count],
+            )
+        ]
+        out = []
+        for label in ("first read", "read again"):
+            hit = read = 0
+            io = planning = execution = 0.0
+            for event_id in ids:
+                row = self.conn.execute(
+                    f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {SELECT_EVENT} WHERE id = %s",
+                    [event_id],
+                ).fetchone()
+                assert row is not None
+                [explained] = row[0]
+                for part in (explained["Plan"], explained.get("Planning", {})):
+                    hit += part.get("Shared Hit Blocks", 0)
+                    read += part.get("Shared Read Blocks", 0)
+                    io += part.get("I/O Read Time", 0.0)
+                planning += explained["Planning Time"]
+                execution += explained["Execution Time"]
+            n = max(len(ids), 1)
+            out.append(
+                f"{label:10}: {hit / n:5.1f} pages in shared buffers, {read / n:4.2f} read"
+                f" ({io / n:.3f} ms); planning {planning / n:.3f} ms, execution"
+                f" {execution / n:.3f} ms (mean of {len(ids)} gets)"
+            )
+        self.conn.execute("SET track_io_timing = off")
+        return "\n".join(out)
+
     def plans(self) -> str:
         """EXPLAIN ANALYZE of the claim (rolled back) and of a list matching nothing."""
         now = datetime.now(UTC)
@@ -582,6 +627,8 @@ def main() -> int:
             failures.extend(runner.failures)
             if args.explain:
                 print(f"\n--- plans on {name}, {mode}\n{runner.plans()}")
+                if mode == "service":
+                    print(f"\n--- a get by id's reads on {name}\n{runner.reads_of_gets()}")
         log("retention")
         purges = retention(big, failures)
     print(
