@@ -479,6 +479,24 @@ class Statements:
         self.conn.execute("SET track_io_timing = off")
         return "\n".join(out)
 
+    def files_read(self) -> float:
+        """Read every file of this database once, so that the machine's page
+        cache holds it (as a server whose memory holds its database does);
+        its size in GB. Pages read from outside shared buffers then come
+        from memory, until the machine reclaims them (this one pages out
+        what is not used for a minute: README of bench/)."""
+        data = self.conn.execute("SHOW data_directory").fetchone()
+        oid = self.conn.execute(
+            "SELECT oid FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        assert data is not None and oid is not None
+        size = 0
+        for path in Path(data[0], "base", str(oid[0])).iterdir():
+            with path.open("rb") as file:
+                while chunk := file.read(1 << 20):
+                    size += len(chunk)
+        return size / 1e9
+
     def plans(self) -> str:
         """EXPLAIN ANALYZE of the claim (rolled back) and of a list matching nothing."""
         now = datetime.now(UTC)
@@ -629,6 +647,11 @@ def main() -> int:
                 print(f"\n--- plans on {name}, {mode}\n{runner.plans()}")
                 if mode == "service":
                     print(f"\n--- a get by id's reads on {name}\n{runner.reads_of_gets()}")
+                    gigabytes = runner.files_read()
+                    print(
+                        f"--- the same once its files ({gigabytes:.1f} GB) were read into the"
+                        f" page cache\n{runner.reads_of_gets()}"
+                    )
         log("retention")
         purges = retention(big, failures)
     print(
