@@ -3,12 +3,16 @@
 on both databases."""
 
 import json
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from django.db import connection
 
 from files.models import File, Passage, PassageSubtype
+from files.selectors import search_lexical
+from files.selectors.search_bm25_postgresql import statistics
 from files.services.files import file_delete
 from tests.conftest import assert_error
 from tests.factories import BotFactory, FileFactory, PassageFactory
@@ -198,6 +202,21 @@ def test_a_query_of_no_word_or_of_search_syntax_is_no_error(client, bot):
     handbook(bot)
     assert search(client, query="?!") == []
     assert search(client, query='"unbalanced -x: NEAR (') == []
+
+
+def test_a_question_of_more_words_than_are_ranked_keeps_those_that_find(client, bot):
+    # Past the words a question contributes (64), its stop words go first:
+    # a question of every stop word, then "unattended" (last of them in
+    # alphabetical order as in the question's), finds the laptops.
+    handbook(bot)
+    stop_words = (Path(search_lexical.__file__).parent / "english.stop").read_text().split()
+    assert len(stop_words) > search_lexical.QUERY_TERMS_MAX
+    with connection.cursor() as cursor:  # the statistics a bot's passages get in time
+        if connection.vendor == "postgresql":
+            cursor.execute("ANALYZE files_passage")
+    statistics.forget()
+    [first, *_] = search(client, query=" ".join(stop_words) + " unattended", contextDepth=0)
+    assert first["content"] == HANDBOOK[8][1]
 
 
 @pytest.mark.parametrize(

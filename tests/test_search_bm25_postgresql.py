@@ -2,6 +2,7 @@
 column's statistics, candidates drawn by the rare words, the common ones
 drawing when the rare find too little, lexemes quoted whatever they hold."""
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ from django.db import connection
 
 from files.models import File
 from files.passage_data import PassageData
-from files.selectors import search_bm25_postgresql
+from files.selectors import search_bm25_postgresql, search_lexical
 from files.selectors.search_bm25_postgresql import statistics
 from files.selectors.search_lexical import passages_ranked_lexically
 from files.selectors.searched_files import SearchedFiles
@@ -125,6 +126,15 @@ def test_the_most_common_words_never_draw_on_a_big_bot(harbour, monkeypatch):
     assert ranked(harbour, "harbour zeppelin", limit=10) == []
     monkeypatch.setattr(search_bm25_postgresql, "CANDIDATE_PASSAGES", 50)
     assert len(ranked(harbour, "harbour zeppelin", limit=10)) == 10
+
+
+def test_a_question_of_more_words_than_are_ranked_keeps_those_that_draw(harbour):
+    # Its lexemes come in alphabetical order; past QUERY_TERMS_MAX the stop
+    # words go first, so "white" still draws (and ranks) among statistics.
+    analysed()
+    stop_words = (Path(search_lexical.__file__).parent / "english.stop").read_text().split()
+    lighthouse = harbour.passages.get(position=200).id
+    assert ranked(harbour, " ".join(stop_words) + " white", limit=1) == [lighthouse]
 
 
 def test_when_even_the_rarest_word_is_common_the_passages_hold_the_rarest_together(

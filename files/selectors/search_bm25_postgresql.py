@@ -193,14 +193,15 @@ def passages_ranked_bm25(
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_LEXEMES, [query, query])
         every, content = cursor.fetchone()
-        words: list[str] = every[:terms_max]
-        if not words:
-            return []
         # A passage holding only a question's stop words ("the", "my") is no
         # answer, yet fused by rank it would pass one found by meaning alone:
         # they rank the passages found, but draw none (unless there is
-        # nothing else).
-        drawable = set(content) or set(words)
+        # nothing else). Past terms_max they are the words left out.
+        drawable = set(content)
+        words: list[str] = sorted(every, key=lambda word: word not in drawable)[:terms_max]
+        if not words:
+            return []
+        drawable = drawable or set(words)
         shares = statistics.shares(words)
         idf = _idf(shares, len(words))
         match = _candidates(words, shares, passages, CANDIDATE_PASSAGES, drawable)

@@ -51,7 +51,9 @@ def _fts5_queries(query: str) -> tuple[str, str]:
     """The MATCH of every word and the MATCH of those that draw: each word
     quoted (FTS5 reads `-`, `:`, `AND` and quotes as syntax), joined by OR;
     empty when the query has no word."""
-    words = list(dict.fromkeys(_WORD.findall(query.lower())))[:QUERY_TERMS_MAX]
+    words = list(dict.fromkeys(_WORD.findall(query.lower())))
+    # Past QUERY_TERMS_MAX the stop words are the words left out.
+    words = sorted(words, key=lambda word: word in STOP_WORDS)[:QUERY_TERMS_MAX]
     drawing = [word for word in words if word not in STOP_WORDS] or words
     return (
         " OR ".join(f'"{word}"' for word in words),
