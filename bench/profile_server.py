@@ -12,15 +12,13 @@ benchmark target.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import api, load, machine, servers  # noqa: E402
-from harness.profile import PY_SPY, report  # noqa: E402
+from harness import api, load, machine, profile, servers  # noqa: E402
 from harness.project import bus_project  # noqa: E402
 
 
@@ -49,23 +47,17 @@ def main() -> int:
                 api.message_script(script, rooms)
                 url = f"{server.base_url}/chat/{proj.demo['webhookId']}/messages"
             load.run_wrk(wrk, url, script, connections=args.connections, threads=1, seconds=3)
-            raw = Path(tmp) / "samples.txt"
-            spy = subprocess.Popen(
-                [PY_SPY, "record", "--pid", str(server.pids()[0]), "--duration",
-                 str(int(args.seconds)), "--rate", "500", "--gil", "--format", "raw",
-                 "--output", str(raw), "--nonblocking"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-            result = load.run_wrk(
-                wrk, url, script, connections=args.connections, threads=1, seconds=args.seconds
-            )
-            spy.wait(timeout=args.seconds + 60)
+            samples = Path(tmp) / "samples"
+            web = {"web": server.pids()[:1]}
+            with profile.sampled(web, args.seconds, samples, gil=True, rate=500):
+                result = load.run_wrk(
+                    wrk, url, script, connections=args.connections, threads=1, seconds=args.seconds
+                )
         print(
             f"{args.request}: {result['requests']} requests in "
             f"{result['duration_us'] / 1e6:.1f} s, {result['created']} x 201"
         )
-        report(raw.read_text(), args.top)
+        profile.report(profile.samples_of(samples, "web"), args.top)
     return 0
 
 

@@ -17,12 +17,13 @@ PY_SPY = str(Path(PYTHON).parent / "py-spy")
 
 @contextmanager
 def sampled(
-    pids: dict[str, list[int]], seconds: float, out: Path, gil: bool = False
+    pids: dict[str, list[int]], seconds: float, out: Path, gil: bool = False, rate: int = 250
 ) -> Iterator[None]:
     """Sample every process of `pids` (role -> pids) for `seconds` while the
     block runs; each process's samples go to out/{role}-{pid}.txt in
     py-spy's raw format. `gil`: only the thread holding the interpreter
-    lock (where a process's Python CPU goes); otherwise every running thread."""
+    lock (where a process's Python CPU goes); otherwise every running thread.
+    `rate`: samples a second of each process."""
     out.mkdir(parents=True, exist_ok=True)
     spies = [
         subprocess.Popen(
@@ -34,7 +35,7 @@ def sampled(
                 "--duration",
                 str(max(1, int(seconds))),
                 "--rate",
-                "250",
+                str(rate),
                 "--format",
                 "raw",
                 "--output",
@@ -44,7 +45,7 @@ def sampled(
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         for role, group in pids.items()
         for pid in group
     ]
