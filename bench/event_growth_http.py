@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import random
 import statistics
 import sys
@@ -43,13 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import cli, machine, servers  # noqa: E402
-from harness.project import (  # noqa: E402
-    RATE_LIMITS_OUT_OF_REACH,
-    REDIS_URL,
-    ROOT,
-    Project,
-    database_url,
-)
+from harness.project import ROOT, Project, project_env  # noqa: E402
 from harness.report import log, verdict  # noqa: E402
 
 DATABASES = {"seeded": "bench_growth_seeded", "big": "bench_growth_big"}
@@ -64,18 +57,8 @@ def parse_args() -> Any:
 
 
 def kept_project(dbname: str, data_dir: Path) -> Project:
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(dbname),
-        "CELERY_BROKER_URL": REDIS_URL,
-        "DATA_DIR": str(data_dir),
-        "DJANGO_SETTINGS_MODULE": "platform_site.settings",
-        "LOG_LEVEL": "WARNING",
-        "DEBUG": "false",
-        **RATE_LIMITS_OUT_OF_REACH,
-    }
-    env.pop("SECRET_KEY", None)
-    return Project(dbname=dbname, data_dir=data_dir, env=env)
+    """A project on a database made before (its demo not known here)."""
+    return Project(dbname=dbname, data_dir=data_dir, env=project_env(dbname, data_dir))
 
 
 def bench_setup(proj: Project) -> dict[str, Any]:

@@ -126,19 +126,12 @@ def django_setup(proj: Project) -> None:
     django.setup(set_prefix=False)
 
 
-@contextlib.contextmanager
-def project(
-    dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False, sqlite: bool = False
-) -> Iterator[Project]:
-    """Create database `dbname` (bench_*), migrate it, seed a demo workspace;
-    drop the database and the data folder afterwards, whatever happened.
-    `redis_url` is the broker of every process of the project; its rate
-    limits are out of reach (RATE_LIMITS_OUT_OF_REACH). `keep`: the database
-    stays afterwards, for a look at what was measured. `sqlite`: the embedded
-    database instead, a file in the data folder (`connect` is PostgreSQL's)."""
-    if not dbname.startswith("bench_"):
-        raise ValueError("benchmark databases are named bench_*")
-    data_dir = Path(tempfile.mkdtemp(prefix=f"{dbname}-"))
+def project_env(
+    dbname: str, data_dir: Path, *, redis_url: str = REDIS_URL, sqlite: bool = False
+) -> dict[str, str]:
+    """The environment of a project's processes: its database (PostgreSQL's
+    `dbname`, or with `sqlite` a file in `data_dir`), `redis_url` as broker,
+    `data_dir` as DATA_DIR, the rate limits out of reach."""
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{data_dir}/{dbname}.sqlite3"
@@ -152,6 +145,23 @@ def project(
         **RATE_LIMITS_OUT_OF_REACH,
     }
     env.pop("SECRET_KEY", None)  # generated into DATA_DIR, shared by every process here
+    return env
+
+
+@contextlib.contextmanager
+def project(
+    dbname: str, *, redis_url: str = REDIS_URL, keep: bool = False, sqlite: bool = False
+) -> Iterator[Project]:
+    """Create database `dbname` (bench_*), migrate it, seed a demo workspace;
+    drop the database and the data folder afterwards, whatever happened.
+    `redis_url` is the broker of every process of the project; its rate
+    limits are out of reach (RATE_LIMITS_OUT_OF_REACH). `keep`: the database
+    stays afterwards, for a look at what was measured. `sqlite`: the embedded
+    database instead, a file in the data folder (`connect` is PostgreSQL's)."""
+    if not dbname.startswith("bench_"):
+        raise ValueError("benchmark databases are named bench_*")
+    data_dir = Path(tempfile.mkdtemp(prefix=f"{dbname}-"))
+    env = project_env(dbname, data_dir, redis_url=redis_url, sqlite=sqlite)
     if not sqlite:
         _drop_database(dbname)
         with admin_connection() as conn:
