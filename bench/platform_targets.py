@@ -79,7 +79,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import api, live, load, machine, profile, servers  # noqa: E402
+from harness import api, live, load, machine, servers, stacks  # noqa: E402
 from harness.project import PYTHON, ROOT, Project, bus_project  # noqa: E402
 from harness.report import indent, log, percentile, verdict  # noqa: E402
 
@@ -501,13 +501,19 @@ class Bench:
         if self.args.profile is None:
             yield
             return
-        roles = {role: groups[role] for role in ("web", "worker", "demo bot")}
-        out = self.args.profile / phase
-        with profile.sampled(roles, self.args.duration, out, gil=True):
+        roles = ("web", "worker", "demo bot")
+        folder = self.args.profile / phase
+        folder.mkdir(parents=True, exist_ok=True)
+        with ExitStack() as spies:
+            for role in roles:
+                out = folder / role.replace(" ", "-")
+                spies.enter_context(
+                    stacks.recorded(groups[role], out, self.args.duration, rate=250, gil=True)
+                )
             yield
         for role in roles:
             print(f"\n==== {phase}: {role}")
-            profile.report(profile.samples_of(out, role), self.args.profile_top)
+            print(stacks.summary(folder / role.replace(" ", "-"), self.args.profile_top))
 
     def platform_request(self, plat: Platform, request: str, ears: Ears | None = None) -> None:
         """A warm-up (drained), then --duration s of `request` and the drain,

@@ -4,8 +4,8 @@ process with one worker (WEB_CONCURRENCY=1) under wrk, sampled by py-spy
 
     .venv/bin/python bench/profile_server.py [--request event|message] [--seconds 15] [--top 40]
 
-Prints the functions holding the most samples, on their own (self) and with
-what they call (inclusive), as shares of the samples. A diagnostic aid, not a
+Prints the functions holding the most samples, on their own (own time) and with
+what they call (total time), as shares of the samples. A diagnostic aid, not a
 benchmark target.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import api, load, machine, profile, servers  # noqa: E402
+from harness import api, load, machine, servers, stacks  # noqa: E402
 from harness.project import bus_project  # noqa: E402
 
 
@@ -47,9 +47,8 @@ def main() -> int:
                 api.message_script(script, rooms)
                 url = f"{server.base_url}/chat/{proj.demo['webhookId']}/messages"
             load.run_wrk(wrk, url, script, connections=args.connections, threads=1, seconds=3)
-            samples = Path(tmp) / "samples"
-            web = {"web": server.pids()[:1]}
-            with profile.sampled(web, args.seconds, samples, gil=True, rate=500):
+            samples = Path(tmp) / "web"
+            with stacks.recorded(server.pids()[:1], samples, args.seconds, rate=500, gil=True):
                 result = load.run_wrk(
                     wrk, url, script, connections=args.connections, threads=1, seconds=args.seconds
                 )
@@ -57,7 +56,7 @@ def main() -> int:
             f"{args.request}: {result['requests']} requests in "
             f"{result['duration_us'] / 1e6:.1f} s, {result['created']} x 201"
         )
-        profile.report(profile.samples_of(samples, "web"), args.top)
+        print(stacks.summary(samples, args.top))
     return 0
 
 

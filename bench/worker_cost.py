@@ -110,21 +110,6 @@ def worker_lines(log_path: Path, start: int) -> int:
     return sum(1 for line in text.splitlines() if "[debug" not in line and line.strip())
 
 
-def top_functions(out: Path, count: int = 25) -> str:
-    """Own and total samples by function over every collapsed-stack file."""
-    read = stacks.samples(out)
-    if not read.count:
-        return "  (no samples)"
-    return "\n".join(
-        [
-            f"  {read.count} samples; own time:",
-            *read.top(read.own, count),
-            "  total time:",
-            *read.top(read.total, count),
-        ]
-    )
-
-
 @dataclass
 class Figures:
     """What one phase measured."""
@@ -180,7 +165,7 @@ def run_phase(
     print(f"  worker in all: {worker:.3f} ms CPU per {unit}")
     print(f"  web per created event: {cpu.per_request_ms('web', created):.3f} ms")
     if args.profile:
-        print(top_functions(profile_out))
+        print(stacks.summary(profile_out))
     return Figures(
         worker_ms=worker,
         web_ms=cpu.per_request_ms("web", created),

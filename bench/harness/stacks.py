@@ -70,3 +70,18 @@ def samples(out: Path) -> Samples:
             for frame in set(frames):
                 read.total[frame] = read.total.get(frame, 0) + int(weight)
     return read
+
+
+def summary(out: Path, count: int = 25) -> str:
+    """Own and total samples by function over everything `recorded` wrote for `out`."""
+    read = samples(out)
+    if not read.count:
+        return "  (no samples)"
+    return "\n".join(
+        [
+            f"  {read.count} samples; own time:",
+            *read.top(read.own, count),
+            "  total time:",
+            *read.top(read.total, count),
+        ]
+    )
