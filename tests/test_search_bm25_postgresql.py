@@ -2,7 +2,6 @@
 column's statistics, candidates drawn by the rare words, the common ones
 drawing when the rare find too little, lexemes quoted whatever they hold."""
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,7 +131,7 @@ def test_a_question_of_more_words_than_are_ranked_keeps_those_that_draw(harbour)
     # Its lexemes come in alphabetical order; past QUERY_TERMS_MAX the stop
     # words go first, so "white" still draws (and ranks) among statistics.
     analysed()
-    stop_words = (Path(search_lexical.__file__).parent / "english.stop").read_text().split()
+    stop_words = sorted(search_lexical.STOP_WORDS)
     lighthouse = harbour.passages.get(position=200).id
     assert ranked(harbour, " ".join(stop_words) + " white", limit=1) == [lighthouse]
 
